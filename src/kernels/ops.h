@@ -1,0 +1,109 @@
+// The numerical operations of a transformer forward pass, agnostic of any model.
+//
+// Each op here dispatches to the best kernel compiled for this CPU (Highway targets, chosen
+// at run time) and has a scalar reference in ops_ref.h with the same signature; tests compare
+// them on every target. Buffers are row-major and shapes are given per argument as
+// [rows, columns]. Unless stated, outputs must not alias inputs.
+//
+// Where the time goes: matmul (the weights are read once per call, so decode is bound by
+// memory bandwidth and batched decode / prefill by arithmetic), then attention.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/thread_pool.h"
+#include "tensor/types.h"
+
+namespace troupe::ops {
+
+// A weight matrix as stored in the model file: n_out rows of n_in values each, in `type`.
+struct Weight {
+    DType type = DType::F32;
+    int64_t n_in = 0;        // values per row (the reduction dimension)
+    int64_t n_out = 0;       // rows
+    const uint8_t* data = nullptr;
+    size_t row_stride = 0;   // bytes between rows (row_bytes(type, n_in) for file tensors)
+};
+
+// y[t, o] = sum_i w[o, i] * x[t, i].   x: [n_tokens, w.n_in], y: [n_tokens, w.n_out].
+// Activations are converted to act_type(w.type) first (see tensor/quant_ref.h).
+// pool may be null (runs on the calling thread).
+void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool);
+
+// out[r, :] = dequantized row ids[r] of w.   out: [n_ids, w.n_in]. Embedding lookup.
+void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:].   x, y: [n_rows, dim]; y may be x.
+void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
+              float eps);
+
+// Rotary position embedding in place. x: [n_rows, n_heads, head_dim]; pos: [n_rows].
+// Only the first n_rot values of each head rotate. NORM pairs (2i, 2i+1) (llama); NEOX pairs
+// (i, i + n_rot/2) (qwen2, gpt-neox). Frequencies follow llama.cpp's rope with YaRN:
+// theta_i = pos * base^(-2i/n_rot) / freq_factors[i] (if given), scaled by freq_scale, with
+// YaRN's ramp between extrapolation and interpolation when ext_factor != 0.
+enum class RopeMode { Norm, Neox };
+struct RopeParams {
+    int n_rot = 0;
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;        // 1 / linear scaling factor
+    float ext_factor = 0.0f;        // YaRN extrapolation mix (0 = off)
+    float attn_factor = 1.0f;       // YaRN magnitude scaling
+    float beta_fast = 32.0f;
+    float beta_slow = 1.0f;
+    int n_ctx_orig = 0;             // training context (YaRN)
+    const float* freq_factors = nullptr;  // [n_rot / 2] or null (Llama 3.1 rope_freqs)
+    RopeMode mode = RopeMode::Norm;
+};
+void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim,
+          const RopeParams& p);
+
+// out[i] = silu(gate[i]) * up[i].   All [n].  out may alias gate.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+// y[i] += x[i].   [n]
+void add_inplace(float* y, const float* x, int64_t n);
+
+// In-place softmax of x[n]; returns nothing. Stable (subtracts the max).
+void softmax(float* x, int64_t n);
+
+// ---- Attention over the paged KV cache --------------------------------------------------
+
+// One layer of the paged KV cache as the attention kernel sees it. The K vector of (physical
+// block b, kv head h, slot s) starts at k + b * block_stride + h * head_stride +
+// s * head_dim * elem_size; V likewise from v.
+struct KvLayerView {
+    DType type = DType::F16;  // F16 or F32
+    uint8_t* k = nullptr;
+    uint8_t* v = nullptr;
+    size_t block_stride = 0;  // bytes
+    size_t head_stride = 0;   // bytes
+    int block_size = 16;      // tokens per block
+    int head_dim = 0;
+    int n_kv_head = 0;
+};
+
+// Writes K and V of n rows at positions pos[r] of one sequence, through its block table
+// (position p lives in block block_table[p / block_size], slot p % block_size).
+// k, v: [n, n_kv_head * head_dim] f32; converted to kv.type.
+void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
+              const float* k, const float* v, int64_t n);
+
+// The queries of one sequence in a batch: n_q rows at consecutive positions first_pos,
+// first_pos + 1, ...; row r attends causally to positions [0, first_pos + r], whose K/V must
+// already be in the cache.
+struct AttentionSeq {
+    const int32_t* block_table = nullptr;  // [>= (first_pos + n_q + block_size - 1) / block_size]
+    int first_pos = 0;
+    int n_q = 0;
+    const float* q = nullptr;              // [n_q, n_head, head_dim]
+    float* out = nullptr;                  // [n_q, n_head, head_dim]
+};
+
+// Scaled dot-product attention with grouped KV heads (query head h reads kv head
+// h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch.
+void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
+               float scale, ThreadPool* pool);
+
+}  // namespace troupe::ops

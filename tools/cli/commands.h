@@ -1,0 +1,11 @@
+// Subcommands of the `troupe` CLI. Each lives in its own cmd_<name>.cpp and registers itself
+// on the app; the callback runs the command and throws troupe::Error on bad input.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace troupe::cli {
+
+void add_inspect_command(CLI::App& app);
+
+}  // namespace troupe::cli
