@@ -1,0 +1,35 @@
+// One forward pass's worth of tokens from several sequences (continuous batching): decode
+// tokens of running sequences and chunks of prompts being prefilled, side by side.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace troupe {
+
+struct BatchSeq {
+    // Physical KV blocks of this sequence: position p lives in block_table[p / block_size],
+    // slot p % block_size. Must cover positions [0, first_pos + n_tokens).
+    std::span<const int32_t> block_table;
+    int32_t first_pos = 0;  // position of the sequence's first token in this batch
+    int32_t n_tokens = 0;   // its tokens in Batch::tokens (contiguous, in sequence order)
+    int32_t n_logits = 0;   // logits wanted for its last n_logits tokens (0 .. n_tokens)
+};
+
+// Contract: the tokens of seqs[0] come first in `tokens`, then those of seqs[1], ...; the
+// KV of positions [0, first_pos) of every sequence is already in the cache. A physical block
+// written by this batch (positions >= first_pos) belongs to one sequence only.
+struct Batch {
+    std::vector<int32_t> tokens;  // [n_tokens]
+    std::vector<BatchSeq> seqs;
+
+    int n_tokens() const { return int(tokens.size()); }
+    int n_logit_rows() const {
+        int n = 0;
+        for (const BatchSeq& s : seqs) n += s.n_logits;
+        return n;
+    }
+};
+
+}  // namespace troupe

@@ -1,0 +1,62 @@
+// A loaded model: the mapped GGUF file, its hyper-parameters and weight views, and the forward
+// pass. Loaded once and shared read-only by every sequence and agent.
+//
+// Thread-safety: immutable after load; forward() may run concurrently on different
+// workspaces and KV caches (it writes only there).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "kernels/ops.h"
+#include "kernels/thread_pool.h"
+#include "model/batch.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+namespace troupe {
+
+// Scratch buffers of one forward pass, grown on demand and reused across steps.
+struct ForwardWorkspace {
+    std::vector<float> x;       // [n_tokens, n_embd] residual stream
+    std::vector<float> xb;      // [n_tokens, n_embd] normed input of a sub-layer
+    std::vector<float> q;       // [n_tokens, n_embd_q]
+    std::vector<float> k;       // [n_tokens, n_embd_kv]
+    std::vector<float> v;       // [n_tokens, n_embd_kv]
+    std::vector<float> attn;    // [n_tokens, n_embd_q]
+    std::vector<float> proj;    // [n_tokens, n_embd] output of wo / w_down
+    std::vector<float> gate;    // [n_tokens, n_ff]
+    std::vector<float> up;      // [n_tokens, n_ff]
+    std::vector<float> out;     // [n_logit_rows, n_embd] final normed rows
+    std::vector<int32_t> pos;   // [n_tokens]
+    std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
+};
+
+class Model {
+public:
+    // Maps the file and binds the weights. Throws troupe::Error naming the problem.
+    static std::unique_ptr<Model> load(const std::string& path);
+
+    const HParams& hparams() const { return hp_; }
+    const ModelWeights& weights() const { return w_; }
+    const GgufFile& file() const { return *file_; }
+
+    // Runs the batch through the network. Writes each token's K/V into the cache through
+    // kv (one view per layer, [n_layer]) and the logits of the rows asked for into
+    // logits: [batch.n_logit_rows(), n_vocab], in batch order.
+    void forward(const Batch& batch, std::span<const ops::KvLayerView> kv, ForwardWorkspace& ws,
+                 ThreadPool* pool, float* logits) const;
+
+    // Reads every weight page once so the first request does not pay for page faults.
+    void touch_weights() const;
+
+private:
+    std::unique_ptr<GgufFile> file_;
+    HParams hp_;
+    ModelWeights w_;
+};
+
+}  // namespace troupe
