@@ -326,26 +326,26 @@ std::string Scheduler::check_invariants() const {
     size_t n_waiting = 0, n_running = 0;
     std::vector<const kv::SeqKv*> tables;
     for (const auto& [id, seq] : live_) {
-        const std::string who = "request " + std::to_string(id) + ": ";
+        auto who = [id = id] { return "request " + std::to_string(id) + ": "; };
         if (seq->status == SeqStatus::Waiting) {
             ++n_waiting;
-            if (!waiting_.count(seq.get())) return who + "waiting but not queued";
+            if (!waiting_.count(seq.get())) return who() + "waiting but not queued";
             if (!seq->kv.empty() || seq->n_computed_tokens != 0)
-                return who + "waiting but holds KV";
+                return who() + "waiting but holds KV";
         } else if (seq->status == SeqStatus::Running) {
             ++n_running;
             if (std::find(running_.begin(), running_.end(), seq.get()) == running_.end())
-                return who + "running but not in the running list";
+                return who() + "running but not in the running list";
             const int n_blocks = int(seq->kv.blocks.size());
             if (n_blocks < blocks_.n_blocks_for(seq->n_computed_tokens) ||
                 n_blocks > blocks_.n_blocks_for(int(seq->tokens.size())))
-                return who + "block table does not fit its tokens";
+                return who() + "block table does not fit its tokens";
             if (seq->n_computed_tokens >= int(seq->tokens.size()))
-                return who + "running with nothing left to compute";
+                return who() + "running with nothing left to compute";
         } else {
-            return who + "finished but still live";
+            return who() + "finished but still live";
         }
-        if (seq->n_generated() > seq->request.max_tokens) return who + "beyond max_tokens";
+        if (seq->n_generated() > seq->request.max_tokens) return who() + "beyond max_tokens";
         tables.push_back(&seq->kv);
     }
     if (n_waiting != waiting_.size() || n_running != running_.size())

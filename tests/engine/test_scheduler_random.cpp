@@ -71,7 +71,10 @@ Tally run(const Scenario& sc) {
     int submitted = 0;
     int steps = 0;
     while (submitted < sc.n_requests || h.scheduler.has_work()) {
-        for (int k = uniform(0, 3); k > 0 && submitted < sc.n_requests; --k, ++submitted) {
+        // Bursts, like the agents of one task submitted together; about the rate the
+        // scheduler drains, so the queue stays short and the pool stays under pressure.
+        const int burst = uniform(0, 99) < 10 ? uniform(1, 6) : 0;
+        for (int k = burst; k > 0 && submitted < sc.n_requests; --k, ++submitted) {
             std::vector<int32_t> prompt = prefixes[size_t(uniform(0, 3))];
             for (int j = uniform(1, 20); j > 0; --j) prompt.push_back(uniform(3, 12));
             const int max_tokens =
