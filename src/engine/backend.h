@@ -19,28 +19,28 @@ namespace troupe {
 
 struct EngineStats {
     uint64_t requests_finished = 0;
-    uint64_t prompt_tokens = 0;        // over all finished and running requests
-    uint64_t cached_tokens = 0;        // prompt tokens served from the prefix cache
+    uint64_t prompt_tokens = 0;  // over all finished and running requests
+    uint64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
     uint64_t generated_tokens = 0;
     uint64_t preemptions = 0;
     uint64_t steps = 0;
-    double hit_rate() const {          // cached / prompt tokens
+    double hit_rate() const {  // cached / prompt tokens
         return prompt_tokens ? double(cached_tokens) / double(prompt_tokens) : 0.0;
     }
-    uint64_t kv_bytes_total = 0;       // KV pool capacity
-    uint64_t kv_bytes_used = 0;        // blocks referenced by running sequences
+    uint64_t kv_bytes_total = 0;  // KV pool capacity
+    uint64_t kv_bytes_used = 0;   // blocks referenced by running sequences
     uint64_t peak_kv_bytes = 0;
     uint64_t peak_rss_bytes = 0;
     int blocks_total = 0;
-    int blocks_used = 0;               // ref count > 0
-    int blocks_cached = 0;             // ref count 0, still findable by hash
-    int blocks_free = 0;               // never used or evicted
+    int blocks_used = 0;    // ref count > 0
+    int blocks_cached = 0;  // ref count 0, still findable by hash
+    int blocks_free = 0;    // never used or evicted
     int num_running = 0;
     int num_waiting = 0;
 };
 
 class InferenceBackend {
-public:
+  public:
     virtual ~InferenceBackend() = default;
 
     // Queues a request. Throws troupe::Error when it can never run (e.g. prompt + max_tokens

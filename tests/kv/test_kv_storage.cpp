@@ -1,0 +1,169 @@
+// KvStorage: sizes, the block-major layout the attention kernel addresses, copy-on-write copies.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "kv/kv_storage.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+namespace troupe::kv {
+namespace {
+
+KvGeometry small_geometry(DType type) {
+    KvGeometry g;
+    g.n_layer = 3;
+    g.n_kv_head = 2;
+    g.head_dim = 4;
+    g.block_size = 4;
+    g.type = type;
+    return g;
+}
+
+TEST(KvStorage, Sizes) {
+    const KvGeometry g = small_geometry(DType::F16);
+    // 2 (K, V) * 3 layers * 2 heads * 4 slots * 4 dims * 2 bytes
+    EXPECT_EQ(g.bytes_per_block(), 384u);
+    EXPECT_EQ(small_geometry(DType::F32).bytes_per_block(), 768u);
+    EXPECT_EQ(g.blocks_for_budget(0), 0);
+    EXPECT_EQ(g.blocks_for_budget(383), 0);
+    EXPECT_EQ(g.blocks_for_budget(384 * 10 + 100), 10);
+    KvStorage kv(g, 10);
+    EXPECT_EQ(kv.n_blocks(), 10);
+    EXPECT_EQ(kv.size_bytes(), 3840u);
+}
+
+TEST(KvStorage, RejectsBadGeometry) {
+    KvGeometry g = small_geometry(DType::F16);
+    g.n_layer = 0;
+    EXPECT_THROW(KvStorage(g, 4), Error);
+    g = small_geometry(DType::Q8_0);
+    EXPECT_THROW(KvStorage(g, 4), Error);
+    g = small_geometry(DType::F16);
+    g.block_size = -1;
+    EXPECT_THROW(g.validate(), Error);
+    EXPECT_THROW(KvStorage(small_geometry(DType::F16), 0), Error);
+    try {
+        g = small_geometry(DType::F32);
+        g.head_dim = 0;
+        g.validate();
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos);
+    }
+}
+
+TEST(KvStorage, DefaultBudget) {
+    constexpr uint64_t kMiB = uint64_t(1) << 20;
+    EXPECT_EQ(default_kv_budget_bytes(8192 * kMiB), 1024 * kMiB);
+    EXPECT_EQ(default_kv_budget_bytes(256 * kMiB), 64 * kMiB);             // at least 64 MiB
+    EXPECT_EQ(default_kv_budget_bytes(1024 * 1024 * kMiB), 16384 * kMiB);  // at most 16 GiB
+    EXPECT_EQ(default_kv_budget_bytes(0), 512 * kMiB);                     // unknown machine
+    EXPECT_GE(default_kv_budget_bytes(), 64 * kMiB);
+}
+
+// Writes every value through the addressing the attention kernel uses (ops::KvLayerView's
+// contract in kernels/ops.h) and finds it where the documented layout puts it:
+// [block][layer][K|V][kv_head][slot][head_dim].
+void check_layout(DType type) {
+    const KvGeometry g = small_geometry(type);
+    KvStorage kv(g, 5);
+    const std::vector<int32_t> block_table = {3, 1, 4};  // positions 0..11
+    const size_t elem = type == DType::F16 ? 2 : 4;
+    auto value = [&](int layer, int kv_index, int pos, int head, int d) {
+        return float(layer * 600 + kv_index * 300 + pos * 20 + head * 8 + d);  // exact in f16
+    };
+    auto write = [&](uint8_t* p, float f) {
+        if (type == DType::F32) {
+            std::memcpy(p, &f, 4);
+        } else {
+            const uint16_t h = fp32_to_fp16(f);
+            std::memcpy(p, &h, 2);
+        }
+    };
+    auto read = [&](const uint8_t* p) {
+        if (type == DType::F32) {
+            float f;
+            std::memcpy(&f, p, 4);
+            return f;
+        }
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return fp16_to_fp32(h);
+    };
+    for (int layer = 0; layer < g.n_layer; ++layer) {
+        const ops::KvLayerView view = kv.layer_view(layer);
+        ASSERT_EQ(view.type, type);
+        ASSERT_EQ(view.block_size, g.block_size);
+        ASSERT_EQ(view.head_dim, g.head_dim);
+        ASSERT_EQ(view.n_kv_head, g.n_kv_head);
+        for (int p = 0; p < 12; ++p) {
+            const size_t block = size_t(block_table[size_t(p / view.block_size)]);
+            const size_t slot = size_t(p % view.block_size);
+            for (int h = 0; h < view.n_kv_head; ++h) {
+                const size_t offset = block * view.block_stride + size_t(h) * view.head_stride +
+                                      slot * size_t(view.head_dim) * elem;
+                for (int d = 0; d < view.head_dim; ++d) {
+                    write(view.k + offset + size_t(d) * elem, value(layer, 0, p, h, d));
+                    write(view.v + offset + size_t(d) * elem, value(layer, 1, p, h, d));
+                }
+            }
+        }
+    }
+    for (int p = 0; p < 12; ++p) {
+        const uint8_t* block = kv.block_data(block_table[size_t(p / g.block_size)]);
+        const int slot = p % g.block_size;
+        for (int layer = 0; layer < g.n_layer; ++layer)
+            for (int kvi = 0; kvi < 2; ++kvi)
+                for (int h = 0; h < g.n_kv_head; ++h)
+                    for (int d = 0; d < g.head_dim; ++d) {
+                        const size_t index =
+                            ((((size_t(layer) * 2 + size_t(kvi)) * size_t(g.n_kv_head) +
+                               size_t(h)) *
+                                  size_t(g.block_size) +
+                              size_t(slot)) *
+                                 size_t(g.head_dim) +
+                             size_t(d));
+                        ASSERT_EQ(read(block + index * elem), value(layer, kvi, p, h, d))
+                            << "pos " << p << " layer " << layer << " kv " << kvi;
+                    }
+    }
+    // Blocks 0 and 2 were never written: a block is one contiguous range.
+    for (int b : {0, 2})
+        for (size_t i = 0; i < kv.bytes_per_block(); ++i) ASSERT_EQ(kv.block_data(b)[i], 0);
+}
+
+TEST(KvStorage, LayoutMatchesKernelViewF16) {
+    check_layout(DType::F16);
+}
+TEST(KvStorage, LayoutMatchesKernelViewF32) {
+    check_layout(DType::F32);
+}
+
+TEST(KvStorage, CopyBlockCopiesOneBlock) {
+    KvStorage kv(small_geometry(DType::F16), 4);
+    for (int b = 0; b < 4; ++b) std::memset(kv.block_data(b), 0x10 + b, kv.bytes_per_block());
+    kv.copy_block(1, 3);
+    for (int b = 0; b < 4; ++b) {
+        const int expect = 0x10 + (b == 3 ? 1 : b);
+        for (size_t i = 0; i < kv.bytes_per_block(); ++i) ASSERT_EQ(kv.block_data(b)[i], expect);
+    }
+}
+
+TEST(KvStorage, Move) {
+    KvStorage a(small_geometry(DType::F16), 4);
+    a.block_data(2)[5] = 42;
+    KvStorage b(std::move(a));
+    EXPECT_EQ(b.n_blocks(), 4);
+    EXPECT_EQ(b.block_data(2)[5], 42);
+    EXPECT_EQ(a.n_blocks(), 0);  // NOLINT(bugprone-use-after-move): moved-from is empty
+    KvStorage c(small_geometry(DType::F32), 1);
+    c = std::move(b);
+    EXPECT_EQ(c.n_blocks(), 4);
+    EXPECT_EQ(c.block_data(2)[5], 42);
+}
+
+}  // namespace
+}  // namespace troupe::kv
