@@ -37,8 +37,10 @@ class PreTokenizer {
     // gives up (a resource limit on pathological input).
     void split(std::string_view text, std::vector<TextSpan>& words) const;
 
-    // The pattern as compiled, after `\s` / `\S` were expanded (for tests and messages).
-    static std::string expand_whitespace(std::string_view regex);
+    // The pattern as compiled: `\s` / `\S` become explicit Unicode White_Space sets, and
+    // `\p{L}`, `\p{N}`, `\p{M}`, `\p{P}`, `\p{S}` gain the code points that Unicode 15.0 and 15.1
+    // assigned, so that both mean what they mean in llama.cpp.
+    static std::string to_pcre2(std::string_view regex);
 
   private:
     struct CodeDeleter {

@@ -29,7 +29,18 @@ bool lower_priority(const Bigram& a, const Bigram& b) {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
 }
 
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
+
+size_t char_len(std::string_view text, size_t pos) {
+    return std::min(utf8::len_from_lead(uint8_t(text[pos])), text.size() - pos);
+}
+
 }  // namespace
+
+struct SpmEncoder::Scratch {
+    std::vector<Symbol> symbols;
+    std::vector<Bigram> heap;
+};
 
 SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab) {
     for (int b = 0; b < 256; ++b) {
@@ -41,6 +52,15 @@ SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab) {
             id = vocab.find(std::string_view(&raw, 1));
         }
         byte_tokens_[size_t(b)] = id;
+    }
+    for (int32_t id = 0; id < vocab.n_tokens(); ++id) {
+        const std::string_view t = vocab.text(id);
+        size_t prev = 0;
+        for (size_t pos = 0; pos < t.size(); pos += char_len(t, pos)) {
+            if (pos > 0 && t.compare(pos, kSpaceMark.size(), kSpaceMark) == 0)
+                joins_space_.insert(t.substr(prev, pos - prev), id);
+            prev = pos;
+        }
     }
 }
 
@@ -58,10 +78,33 @@ void SpmEncoder::append_bytes(std::string_view bytes, std::vector<int32_t>& out)
     }
 }
 
-void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
+void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out, TokenCache* cache) const {
+    Scratch scratch;
+    size_t chunk = 0, prev = 0;
+    for (size_t pos = 0; pos < text.size(); pos += char_len(text, pos)) {
+        if (pos > chunk && text.compare(pos, kSpaceMark.size(), kSpaceMark) == 0 &&
+            joins_space_.find(text.substr(prev, pos - prev)) < 0) {
+            encode_chunk(text.substr(chunk, pos - chunk), out, scratch, cache);
+            chunk = pos;
+        }
+        prev = pos;
+    }
+    encode_chunk(text.substr(chunk), out, scratch, cache);
+}
+
+void SpmEncoder::encode_chunk(std::string_view text, std::vector<int32_t>& out, Scratch& scratch,
+                              TokenCache* cache) const {
+    if (cache && cache->lookup(text, out)) return;
+    const size_t n0 = out.size();
+    merge_chunk(text, out, scratch);
+    if (cache) cache->insert(text, std::span(out).subspan(n0));
+}
+
+void SpmEncoder::merge_chunk(std::string_view text, std::vector<int32_t>& out,
+                             Scratch& scratch) const {
     if (text.empty()) return;
-    std::vector<Symbol> symbols;
-    symbols.reserve(text.size());
+    std::vector<Symbol>& symbols = scratch.symbols;
+    symbols.clear();
     for (size_t pos = 0; pos < text.size();) {
         const size_t len = std::min(utf8::len_from_lead(uint8_t(text[pos])), text.size() - pos);
         const int32_t index = int32_t(symbols.size());
@@ -70,8 +113,8 @@ void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const 
             {index - 1, pos == text.size() ? -1 : index + 1, uint32_t(pos - len), uint32_t(len)});
     }
 
-    std::vector<Bigram> heap;
-    heap.reserve(symbols.size());
+    std::vector<Bigram>& heap = scratch.heap;
+    heap.clear();
     const auto try_add = [&](int32_t left, int32_t right) {
         if (left < 0 || right < 0) return;
         const Symbol& l = symbols[size_t(left)];

@@ -10,8 +10,9 @@
 // or follows a special token (add_space_prefix), as SentencePiece does: with specials parsed,
 // "</s>\n<|user|>" becomes [2, 29871 ' ', 13 '\n', 29966 '<', ...] in the Llama-2 vocabulary.
 //
-// Thread-safety: a Tokenizer is immutable after from_gguf(); every method may be called from
-// many threads at once. It does not keep the GgufFile.
+// Thread-safety: every method may be called from many threads at once. The only state that
+// changes after from_gguf() is a word cache (token_cache.h), which locks internally. A
+// Tokenizer does not keep the GgufFile.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/stream_decoder.h"
+#include "tokenizer/token_cache.h"
 #include "tokenizer/vocab.h"
 
 namespace troupe {
@@ -72,6 +74,9 @@ class Tokenizer {
     std::string_view model_name() const { return vocab_.model_name(); }
     const Vocab& vocab() const { return vocab_; }
 
+    // Empties the word cache (tokens never depend on it; benchmarks measure a cold cache).
+    void clear_cache() const { cache_.clear(); }
+
   private:
     explicit Tokenizer(Vocab vocab);
     void check_id(int32_t id) const;
@@ -84,6 +89,7 @@ class Tokenizer {
     std::unique_ptr<PreTokenizer> pre_;  // BPE vocabularies
     std::unique_ptr<BpeEncoder> bpe_;    // BPE vocabularies
     std::vector<std::string> pieces_;    // [n_vocab] token_to_piece(id, true)
+    mutable TokenCache cache_;           // word -> tokens (internally synchronized)
 };
 
 }  // namespace troupe

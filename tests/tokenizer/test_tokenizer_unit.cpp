@@ -173,15 +173,28 @@ const PrePreset& preset(std::string_view name) {
 
 using Words = std::vector<std::string>;
 
-TEST(PreTokenizer, ExpandsWhitespaceClasses) {
-    const std::string ws = PreTokenizer::expand_whitespace("\\s");
+TEST(PreTokenizer, RewritesClassesForPcre2) {
+    const std::string ws = PreTokenizer::to_pcre2("\\s");
     EXPECT_EQ(ws.front(), '[');
     EXPECT_NE(ws.find("\\x{85}"), std::string::npos);
     const std::string inner = ws.substr(1, ws.size() - 2);
-    EXPECT_EQ(PreTokenizer::expand_whitespace("[^\\s\\p{L}]"),
-              std::string("[^") + inner + "\\p{L}]");
-    EXPECT_EQ(PreTokenizer::expand_whitespace("\\S"), std::string("[^") + inner + "]");
-    EXPECT_EQ(PreTokenizer::expand_whitespace("a\\\\s\\[\\s"), "a\\\\s\\[" + ws);
+    EXPECT_EQ(PreTokenizer::to_pcre2("[^\\s\\r]"), std::string("[^") + inner + "\\r]");
+    EXPECT_EQ(PreTokenizer::to_pcre2("\\S"), std::string("[^") + inner + "]");
+    EXPECT_EQ(PreTokenizer::to_pcre2("a\\\\s\\["), "a\\\\s\\[");  // escaped backslash, bracket
+    EXPECT_EQ(PreTokenizer::to_pcre2("\\p{Han}"), "\\p{Han}");    // left alone
+    const std::string letters = PreTokenizer::to_pcre2("\\p{L}");
+    EXPECT_EQ(letters.rfind("[\\p{L}", 0), 0u);
+    EXPECT_NE(letters.find("\\x{31350}-\\x{323AF}"), std::string::npos);  // CJK extension H
+}
+
+TEST(PreTokenizer, KnowsCharactersOfUnicode15) {
+    // Assigned in Unicode 15.0 / 15.1 (after PCRE2 10.42's Unicode 14): llama.cpp's tables
+    // have them, so words of them stay together.
+    const PreTokenizer pre(preset("llama-bpe").regexes);
+    EXPECT_EQ(words_of(pre, "x\U00031350y \U0002EBF0z"),  // CJK extensions H and I
+              (Words{"x\U00031350y", " \U0002EBF0z"}));
+    EXPECT_EQ(words_of(pre, "\U0001D2C0\U0001D2C1\U0001D2C2\U0001D2C3"),  // Kaktovik numerals
+              (Words{"\U0001D2C0\U0001D2C1\U0001D2C2", "\U0001D2C3"}));
 }
 
 TEST(PreTokenizer, Gpt2SplitsWordsNumbersAndSpaces) {
