@@ -65,7 +65,9 @@ struct RequestStats {
 struct RequestOutput {
     RequestId id = 0;
     std::string tag;
-    std::vector<int32_t> tokens;  // generated ids (stop string tokens included, EOS excluded)
+    std::vector<int32_t> prompt;  // the prompt's ids (as tokenized when given as text)
+    std::vector<int32_t> tokens;  // generated ids, ending with the end-of-generation token
+                                  // when finish == Eos (it is not part of the text)
     std::string text;             // generated text (stop string excluded)
     FinishReason finish = FinishReason::None;
     std::string error;  // set when finish == Error

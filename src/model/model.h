@@ -1,21 +1,24 @@
-// A loaded model: the mapped GGUF file, its hyper-parameters and weight views, and the forward
-// pass. Loaded once and shared read-only by every sequence and agent.
+// A loaded model: the mapped GGUF file, its hyper-parameters and weight views, its tokenizer,
+// and the forward pass. Loaded once and shared read-only by every sequence and agent.
 //
 // Thread-safety: immutable after load; forward() may run concurrently on different
 // workspaces and KV caches (it writes only there).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "gguf/gguf.h"
 #include "kernels/ops.h"
 #include "kernels/thread_pool.h"
 #include "model/batch.h"
 #include "model/hparams.h"
 #include "model/weights.h"
+#include "tokenizer/tokenizer.h"
 
 namespace troupe {
 
@@ -43,6 +46,7 @@ public:
     const HParams& hparams() const { return hp_; }
     const ModelWeights& weights() const { return w_; }
     const GgufFile& file() const { return *file_; }
+    const Tokenizer& tokenizer() const { return *tokenizer_; }
 
     // Runs the batch through the network. Writes each token's K/V into the cache through
     // kv (one view per layer, [n_layer]) and the logits of the rows asked for into
@@ -50,11 +54,23 @@ public:
     void forward(const Batch& batch, std::span<const ops::KvLayerView> kv, ForwardWorkspace& ws,
                  ThreadPool* pool, float* logits) const;
 
+    // Renders messages as a prompt with the model's chat template (tokenizer.chat_template),
+    // or the builtin template `template_name` when not empty. When the tokenizer adds BOS
+    // itself, a BOS the template writes at the very start is dropped (no double BOS).
+    // Throws troupe::Error when the model has no template or it cannot be rendered (the
+    // message suggests --chat-template NAME).
+    std::string apply_chat_template(const std::vector<ChatMessage>& messages,
+                                    bool add_generation_prompt,
+                                    const std::string& template_name = "") const;
+
     // Reads every weight page once so the first request does not pay for page faults.
     void touch_weights() const;
 
 private:
     std::unique_ptr<GgufFile> file_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    std::optional<ChatTemplate> chat_template_;  // the model's, when it has a usable one
+    std::string chat_template_error_;            // why not, otherwise
     HParams hp_;
     ModelWeights w_;
 };

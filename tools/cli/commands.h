@@ -7,6 +7,8 @@
 namespace troupe::cli {
 
 void add_inspect_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 
 }  // namespace troupe::cli
