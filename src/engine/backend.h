@@ -37,6 +37,15 @@ struct EngineStats {
     int blocks_free = 0;    // never used or evicted
     int num_running = 0;
     int num_waiting = 0;
+    // Time in forward steps (filled by the engine): steps that only decode, and their tokens,
+    // give the aggregate decode rate; steps with prompt tokens give the prefill side.
+    double decode_step_ms = 0;
+    uint64_t decode_step_tokens = 0;
+    double prefill_step_ms = 0;
+    uint64_t prefill_step_tokens = 0;  // all tokens of steps with prompt work
+    double decode_tokens_per_s() const {
+        return decode_step_ms > 0 ? double(decode_step_tokens) * 1000.0 / decode_step_ms : 0.0;
+    }
 };
 
 class InferenceBackend {

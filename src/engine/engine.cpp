@@ -182,7 +182,13 @@ std::vector<RequestOutput> Engine::step() {
             if (!seq || it == live_.end()) continue;  // cancelled during the step
             sampled_[i] = it->second.sampler.sample(logits, seq->tokens);
         }
+        const bool decode_only = std::all_of(sb.seqs.begin(), sb.seqs.end(), [](const ScheduledSeq& s) {
+            return s.n_tokens == 1 && s.first_pos >= s.seq->n_prompt_tokens;
+        });
         scheduler_->postprocess(sb, sampled_, now_ms());
+        const double ms = now_ms() - t0;
+        (decode_only ? decode_step_ms_ : prefill_step_ms_) += ms;
+        (decode_only ? decode_step_tokens_ : prefill_step_tokens_) += uint64_t(sb.n_tokens);
     }
     // A sampled token is text when the scheduler appended it: the sequence still runs, or it
     // just finished by length. An end-of-generation token (Eos) or a request cancelled during
@@ -222,6 +228,10 @@ std::vector<RequestOutput> Engine::run_until_done() {
 EngineStats Engine::stats() const {
     EngineStats s = scheduler_->stats();
     s.peak_rss_bytes = std::max(peak_rss_, peak_rss_bytes());
+    s.decode_step_ms = decode_step_ms_;
+    s.decode_step_tokens = decode_step_tokens_;
+    s.prefill_step_ms = prefill_step_ms_;
+    s.prefill_step_tokens = prefill_step_tokens_;
     return s;
 }
 

@@ -100,6 +100,8 @@ private:
     std::vector<float> logits_;    // [n_logit_rows, n_vocab]
     std::vector<int32_t> sampled_; // [n_scheduled]
     uint64_t peak_rss_ = 0;
+    double decode_step_ms_ = 0, prefill_step_ms_ = 0;
+    uint64_t decode_step_tokens_ = 0, prefill_step_tokens_ = 0;
 };
 
 }  // namespace troupe

@@ -9,6 +9,7 @@ namespace troupe::cli {
 void add_inspect_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
+void add_batch_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 
 }  // namespace troupe::cli

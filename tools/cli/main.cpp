@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
     troupe::cli::add_inspect_command(app);
     troupe::cli::add_generate_command(app);
     troupe::cli::add_perplexity_command(app);
+    troupe::cli::add_batch_command(app);
     troupe::cli::add_tokenize_command(app);
     try {
         app.parse(argc, argv);

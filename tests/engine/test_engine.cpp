@@ -1,0 +1,230 @@
+// The engine on the bundled model: exactness of greedy output under prefix caching, batching,
+// chunked prefill and pre-emption; namespace isolation; streaming, stop strings,
+// cancellation; block accounting; bad requests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "engine/engine.h"
+#include "util/error.h"
+
+namespace troupe {
+namespace {
+
+const Model& bundled_model() {
+    static std::unique_ptr<Model> m =
+        Model::load(std::string(TROUPE_SOURCE_DIR) + "/models/troupe-tiny-q8_0.gguf");
+    return *m;
+}
+
+EngineConfig small_config() {
+    EngineConfig c;
+    c.n_threads = 2;
+    c.kv_budget_bytes = 64ull << 20;
+    c.warmup = false;
+    return c;
+}
+
+// Prompts with a long shared head (as agents of one task have) and private tails.
+std::vector<std::string> agent_prompts() {
+    const std::string shared =
+        "You are part of a team of writers. The rules: write plain English, keep to the facts "
+        "of the story, never repeat a sentence, and answer in at most three sentences. The "
+        "story so far: Elizabeth walked to the window and looked at the garden, where the rain "
+        "had fallen all night and the roads were deep in mud. Her sister sat by the fire. ";
+    return {shared + "Task: describe the garden.",
+            shared + "Task: describe the sister.",
+            shared + "Task: what happens next?",
+            shared + "Task: summarise the story so far.",
+            "It is a truth universally acknowledged",
+            "In the beginning",
+            shared + "Task: describe the weather.",
+            shared + "Task: write a title."};
+}
+
+Request greedy(const std::string& prompt, int max_tokens, const std::string& ns = "") {
+    Request r;
+    r.prompt_text = prompt;
+    r.sampling.temperature = 0.0f;
+    r.max_tokens = max_tokens;
+    r.cache_namespace = ns;
+    return r;
+}
+
+// Each prompt alone, one at a time, nothing cached: the reference outputs.
+std::vector<RequestOutput> run_alone(const std::vector<std::string>& prompts, int max_tokens) {
+    EngineConfig c = small_config();
+    c.enable_prefix_caching = false;
+    c.enable_batching = false;
+    Engine e(bundled_model(), c);
+    std::vector<RequestOutput> outs;
+    for (const std::string& p : prompts) {
+        e.submit(greedy(p, max_tokens));
+        auto done = e.run_until_done();
+        outs.push_back(std::move(done.at(0)));
+    }
+    return outs;
+}
+
+std::map<RequestId, RequestOutput> by_id(std::vector<RequestOutput> outs) {
+    std::map<RequestId, RequestOutput> m;
+    for (auto& o : outs) m[o.id] = std::move(o);
+    return m;
+}
+
+TEST(Engine, GreedyOutputIsTheSameWithCachingBatchingAndChunkedPrefill) {
+    const auto prompts = agent_prompts();
+    const auto ref = run_alone(prompts, 24);
+
+    EngineConfig c = small_config();
+    c.max_num_batched_tokens = 48;  // prompts are prefilled in chunks beside other decodes
+    Engine e(bundled_model(), c);
+    std::vector<RequestId> ids;
+    for (const std::string& p : prompts) ids.push_back(e.submit(greedy(p, 24)));
+    auto outs = by_id(e.run_until_done());
+    int n_cached = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const RequestOutput& o = outs.at(ids[i]);
+        EXPECT_EQ(o.tokens, ref[i].tokens) << "prompt " << i;
+        EXPECT_EQ(o.text, ref[i].text) << "prompt " << i;
+        n_cached += o.stats.cached_tokens;
+    }
+    EXPECT_GT(n_cached, 0) << "the shared prefix was never reused";
+    EXPECT_EQ(e.stats().blocks_used, 0);
+}
+
+TEST(Engine, PreemptionAndCancellationKeepOutputsExactAndAccountingClean) {
+    const auto prompts = agent_prompts();
+    const auto ref = run_alone(prompts, 40);
+
+    EngineConfig c = small_config();
+    c.kv_budget_bytes = 0;
+    c.max_num_batched_tokens = 64;
+    // Room for two or three of these sequences at once: the rest wait or are pre-empted.
+    const Model& m = bundled_model();
+    const size_t block_bytes = size_t(m.hparams().n_layer) * 2 * m.hparams().n_head_kv *
+                               c.block_size * m.hparams().head_dim * 2;
+    c.kv_budget_bytes = block_bytes * 14;
+    Engine e(m, c);
+    std::mt19937 rng(7);
+    std::vector<RequestId> ids;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        Request r = greedy(prompts[i], 40);
+        r.priority = int(rng() % 3);
+        ids.push_back(e.submit(r));
+    }
+    const RequestId cancelled = ids[2];
+    std::map<RequestId, RequestOutput> outs;
+    int steps = 0;
+    while (e.has_work()) {
+        if (++steps == 12) e.cancel(cancelled);
+        for (auto& o : e.step()) outs[o.id] = std::move(o);
+    }
+    const EngineStats st = e.stats();
+    EXPECT_GT(st.preemptions, 0u) << "the budget should force pre-emptions";
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const RequestOutput& o = outs.at(ids[i]);
+        if (ids[i] == cancelled) {
+            EXPECT_EQ(o.finish, FinishReason::Cancelled);
+            continue;
+        }
+        EXPECT_EQ(o.tokens, ref[i].tokens) << "prompt " << i << " (pre-empted "
+                                           << o.stats.preemptions << " times)";
+    }
+    EXPECT_EQ(st.blocks_used, 0);
+    EXPECT_EQ(st.blocks_used + st.blocks_cached + st.blocks_free, st.blocks_total);
+}
+
+TEST(Engine, NamespacesIsolateTheCache) {
+    const std::string prompt = agent_prompts()[0];
+    Engine e(bundled_model(), small_config());
+    auto run = [&](const std::string& ns) {
+        e.submit(greedy(prompt, 4, ns));
+        return e.run_until_done().at(0);
+    };
+    const RequestOutput a = run("task1:v1");
+    EXPECT_EQ(a.stats.cached_tokens, 0);
+    const RequestOutput b = run("task1:v1");
+    EXPECT_GE(b.stats.cached_tokens, b.stats.prompt_tokens - 16);
+    const RequestOutput other = run("task2:v1");
+    EXPECT_EQ(other.stats.cached_tokens, 0) << "another namespace must never hit";
+    const RequestOutput new_version = run("task1:v2");
+    EXPECT_EQ(new_version.stats.cached_tokens, 0) << "a new prefix version must never hit";
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_EQ(a.tokens, other.tokens);
+}
+
+TEST(Engine, StreamingStopStringsAndCallbackCancellation) {
+    const std::string prompt = "It is a truth universally acknowledged";
+    const auto ref = run_alone({prompt}, 48).at(0);
+    ASSERT_GT(ref.text.size(), 12u);
+
+    Engine e(bundled_model(), small_config());
+    std::string streamed;
+    e.submit(greedy(prompt, 48), [&](const TokenEvent& ev) {
+        streamed += ev.text;
+        return true;
+    });
+    const RequestOutput full = e.run_until_done().at(0);
+    EXPECT_EQ(streamed, full.text);
+    EXPECT_EQ(full.text, ref.text);
+
+    // A stop string taken from the middle of the known reply cuts the text before it.
+    const std::string stop = ref.text.substr(8, 4);
+    Request r = greedy(prompt, 48);
+    r.stop = {stop};
+    std::string streamed_stop;
+    e.submit(r, [&](const TokenEvent& ev) {
+        streamed_stop += ev.text;
+        return true;
+    });
+    const RequestOutput stopped = e.run_until_done().at(0);
+    EXPECT_EQ(stopped.finish, FinishReason::Stop);
+    EXPECT_EQ(stopped.text, ref.text.substr(0, ref.text.find(stop)));
+    EXPECT_EQ(streamed_stop, stopped.text);
+
+    // The callback returning false cancels the request.
+    int n_events = 0;
+    e.submit(greedy(prompt, 48), [&](const TokenEvent&) { return ++n_events < 3; });
+    const RequestOutput cancelled = e.run_until_done().at(0);
+    EXPECT_EQ(cancelled.finish, FinishReason::Cancelled);
+    EXPECT_EQ(n_events, 3);
+    EXPECT_EQ(e.stats().blocks_used, 0);
+}
+
+TEST(Engine, BadRequestsGetClearErrors) {
+    EngineConfig c = small_config();
+    c.n_ctx = 64;
+    Engine e(bundled_model(), c);
+    Request empty;
+    EXPECT_THROW(e.submit(empty), Error);
+    Request bad_id;
+    bad_id.prompt = {1, 99999};
+    try {
+        e.submit(bad_id);
+        FAIL() << "expected an error";
+    } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("outside the vocabulary"), std::string::npos);
+    }
+    Request too_long = greedy(std::string(400, 'a'), 8);
+    EXPECT_THROW(e.submit(too_long), Error);
+    Request too_many = greedy("hello", 100);
+    EXPECT_THROW(e.submit(too_many), Error);
+    EXPECT_FALSE(e.has_work());
+}
+
+TEST(Engine, InvalidConfigurationIsRejected) {
+    EngineConfig c = small_config();
+    c.max_num_seqs = 0;
+    EXPECT_THROW(Engine(bundled_model(), c), Error);
+    c = small_config();
+    c.kv_budget_bytes = 1;
+    EXPECT_THROW(Engine(bundled_model(), c), Error);
+}
+
+}  // namespace
+}  // namespace troupe
