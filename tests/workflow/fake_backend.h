@@ -29,6 +29,7 @@ class FakeBackend : public InferenceBackend {
         int hang_attempts = 0;       // this many attempts never produce anything
         bool ignore_cancel = false;  // cancel() is not honoured (nothing is ever reported)
         bool reject = false;         // submit() throws troupe::Error
+        bool drop = false;           // the request vanishes at the next step, never reported
         double ms_per_token = 0;     // extra clock advance per token of this task (slow agent)
     };
 
@@ -77,6 +78,7 @@ class FakeBackend : public InferenceBackend {
         q.fail = attempt < s.fail_attempts;
         q.hang = attempt >= s.fail_attempts && attempt < s.fail_attempts + s.hang_attempts;
         q.ignore_cancel = s.ignore_cancel;
+        q.drop = s.drop;
         q.ms_per_token = s.ms_per_token;
         q.submit_ms = clock_.ms;
         q.out.id = q.id;
@@ -103,6 +105,7 @@ class FakeBackend : public InferenceBackend {
         clock_.ms += ms_per_step_;
         ++stats_.steps;
         admit();
+        std::erase_if(running_, [](const Seq& q) { return q.drop; });
         std::vector<RequestOutput> done;
         std::vector<std::string> batch;
         for (auto it = running_.begin(); it != running_.end();) {
@@ -144,6 +147,16 @@ class FakeBackend : public InferenceBackend {
 
     EngineStats stats() const override { return stats_; }
 
+    // Calls every pending request's token callback once, as a late engine would; returns how
+    // many asked to continue.
+    int poke_pending_callbacks() {
+        int n_continue = 0;
+        for (auto* list : {&waiting_, &running_})
+            for (Seq& q : *list)
+                if (q.cb && q.cb(TokenEvent{q.id, 0, " late"})) ++n_continue;
+        return n_continue;
+    }
+
     // ---- observations and knobs
     std::vector<Submission> submissions;
     std::vector<std::vector<std::string>> batches;  // tasks that generated a token, per step
@@ -159,7 +172,7 @@ class FakeBackend : public InferenceBackend {
         TokenCallback cb;
         int n_tokens = 0;
         int generated = 0;
-        bool fail = false, hang = false, ignore_cancel = false, cancel = false;
+        bool fail = false, hang = false, ignore_cancel = false, cancel = false, drop = false;
         double ms_per_token = 0;
         double submit_ms = 0;
         double first_scheduled_ms = -1;
@@ -220,7 +233,7 @@ class FakeBackend : public InferenceBackend {
     int max_batch_;
     RequestId next_id_ = 1;
     std::deque<Seq> waiting_;
-    std::vector<Seq> running_;
+    std::deque<Seq> running_;
     std::map<std::string, Script> scripts_;
     std::map<std::string, int> attempts_;
     std::map<std::string, std::vector<std::string>> seen_;  // namespace -> prompts
