@@ -38,7 +38,7 @@ std::vector<std::pair<std::string, std::string>> rows(const RunSummary& s) {
         {"tasks ok / failed",
          std::to_string(s.n_tasks_ok) + " / " + std::to_string(s.n_tasks_failed)},
         {"requests", std::to_string(s.n_requests)},
-        {"prefix-cache hit rate", fmt("%.1f%% of prompt tokens", 100.0 * s.hit_rate) + ", " +
+        {"prefix-cache hit rate", fmt("%.1f%% of tokens", 100.0 * s.hit_rate) + ", " +
                                       std::to_string(s.n_cache_hits) + "/" +
                                       std::to_string(s.n_requests) + " requests"},
         {"prompt tokens",
@@ -118,11 +118,11 @@ std::string format_comparison(const RunSummary& optimised, const RunSummary& bas
     char buf[512];
     for (size_t i = 0; i < a.size(); ++i) {
         if (a[i].first == "critical path") continue;  // too wide for two columns
-        std::snprintf(buf, sizeof buf, "  %-24s %-34s %s\n", a[i].first.c_str(),
+        std::snprintf(buf, sizeof buf, "  %-24s %-36s %s\n", a[i].first.c_str(),
                       a[i].second.c_str(), b[i].second.c_str());
         out += buf;
     }
-    std::snprintf(buf, sizeof buf, "speed-up: %.2fx wall time (baseline %.1f s -> %.1f s)\n",
+    std::snprintf(buf, sizeof buf, "speed-up: %.2fx wall time (baseline %.2f s -> %.2f s)\n",
                   speedup(optimised, baseline), baseline.wall_ms / 1000.0,
                   optimised.wall_ms / 1000.0);
     return out + buf;

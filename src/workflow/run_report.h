@@ -22,7 +22,7 @@ nlohmann::ordered_json run_to_json(const RunResult& run);
 std::string format_summary(const RunSummary& s);
 
 // Optimised against baseline, side by side, ending with the speed-up line
-// ("speed-up: 3.12x wall time (baseline 10.4 s -> 3.3 s)").
+// ("speed-up: 3.12x wall time (baseline 10.40 s -> 3.33 s)").
 std::string format_comparison(const RunSummary& optimised, const RunSummary& baseline);
 
 // baseline wall / optimised wall (0 when either is 0).
