@@ -7,6 +7,7 @@
 namespace troupe::cli {
 
 void add_inspect_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 void add_run_command(CLI::App& app);   // cmd_run.cpp
 void add_lint_command(CLI::App& app);  // cmd_lint.cpp
 

@@ -1,0 +1,66 @@
+// Open-addressing hash tables for the tokenizers' hot lookups (text -> token id, and a pair of
+// piece ids -> merge). Both are built once when a vocabulary loads and are read-only after
+// that, so concurrent lookups are safe.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace troupe {
+
+// Maps text to an id. Keys are views: the bytes they point to must outlive the map and stay
+// where they are.
+class StringIdMap {
+  public:
+    void reserve(size_t n_keys);
+    // Sets key -> id; a key inserted again takes the newer id.
+    void insert(std::string_view key, int32_t id);
+    // The id of `key`, or -1.
+    int32_t find(std::string_view key) const;
+    size_t size() const { return n_keys_; }
+
+  private:
+    struct Slot {
+        uint64_t hash = 0;
+        const char* data = nullptr;
+        uint32_t len = 0;
+        int32_t id = -1;  // -1: empty slot
+    };
+    void grow();
+
+    std::vector<Slot> slots_;  // capacity is a power of two, at most half full
+    size_t n_keys_ = 0;
+};
+
+// Maps an ordered pair of non-negative ids to a (rank, result) value.
+class PairMap {
+  public:
+    struct Value {
+        int32_t rank = -1;
+        int32_t result = -1;
+    };
+    void reserve(size_t n_keys);
+    // Adds (a, b) -> v unless the pair is already present (the first insertion wins).
+    void insert_first(int32_t a, int32_t b, Value v);
+    // The value of (a, b), or nullptr.
+    const Value* find(int32_t a, int32_t b) const;
+    size_t size() const { return n_keys_; }
+
+  private:
+    static constexpr uint64_t kEmpty = ~uint64_t(0);
+    struct Slot {
+        uint64_t key = kEmpty;
+        Value value;
+    };
+    static uint64_t key_of(int32_t a, int32_t b) {
+        return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
+    }
+    static uint64_t mix(uint64_t k);
+    void grow();
+
+    std::vector<Slot> slots_;
+    size_t n_keys_ = 0;
+};
+
+}  // namespace troupe
