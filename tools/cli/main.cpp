@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "troupe 0.1.0");
     troupe::cli::add_inspect_command(app);
     troupe::cli::add_tokenize_command(app);
+    troupe::cli::add_lint_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
