@@ -80,7 +80,8 @@ struct RunOptions {
 
 // Runs `wf` to completion on `backend`. Throws troupe::Error for bad inputs (unknown or
 // missing input values) or a missing renderer; everything that goes wrong with agents is
-// reported in the result, never thrown.
+// reported in the result, never thrown. An exception from backend.step() (a broken engine)
+// propagates; token callbacks the backend still holds then return false.
 RunResult run_workflow(const Workflow& wf, InferenceBackend& backend, const RunOptions& options);
 
 }  // namespace troupe::workflow

@@ -116,7 +116,14 @@ TEST(RunCommand, CompareBaselineReportsSpeedupAndSameOutputs) {
     EXPECT_FALSE(f.seen[0].batching);
     EXPECT_TRUE(f.seen[1].prefix_cache);
 
+    o.repeat = 3;
+    const nlohmann::json r3 = nlohmann::json::parse(run(o, f).out);
+    EXPECT_EQ(r3["runs"]["baseline_wall_ms"].size(), 3u);
+    EXPECT_EQ(r3["runs"]["optimised_wall_ms"].size(), 3u);
+    EXPECT_EQ(f.seen.size(), 2u + 6u);
+
     o.json = false;
+    o.repeat = 1;
     const Captured text = run(o, f);
     EXPECT_NE(text.out.find("speed-up: "), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("outputs: identical in both runs"), std::string::npos) << text.out;

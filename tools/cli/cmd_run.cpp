@@ -39,6 +39,10 @@ void add_run_command(CLI::App& app) {
     cmd->add_flag("--no-batching", o->no_batching, "One request at a time");
     cmd->add_flag("--compare-baseline", o->compare_baseline,
                   "Run --baseline, then the optimised run, and print the speed-up");
+    cmd->add_option("--repeat", o->repeat,
+                    "With --compare-baseline: run both N times and compare the median runs "
+                    "(fastest and slowest dropped when N >= 3)")
+        ->check(CLI::Range(1, 100));
     cmd->add_flag("--json", o->json, "Print one JSON object (summary, tasks) instead of text");
     cmd->add_flag("--ignore-eos", o->ignore_eos,
                   "Generate each agent's max_tokens exactly (fixed lengths for benchmarks)");

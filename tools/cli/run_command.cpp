@@ -1,5 +1,6 @@
 #include "run_command.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "input_flags.h"
@@ -29,6 +30,7 @@ struct Context {
     FILE* out;
     std::ofstream* trace;  // null: no trace file
     const std::atomic<bool>* cancel;
+    bool show = true;  // progress view (else quiet)
 };
 
 RunResult run_mode(const Context& c, Mode mode) {
@@ -47,7 +49,7 @@ RunResult run_mode(const Context& c, Mode mode) {
     ro.ignore_eos = c.o.ignore_eos;
     ro.deadline_s = c.o.deadline_s;
     ro.cancel = c.cancel;
-    RunView view(c.wf, RunView::pick_style(c.out, c.o.json), c.out);
+    RunView view(c.wf, RunView::pick_style(c.out, c.o.json || !c.show), c.out);
     view.attach(ro.events);
     if (c.trace)
         ro.events.on_trace = [t = c.trace](const TraceRecord& r) {
@@ -83,33 +85,73 @@ void print_json(FILE* out, const nlohmann::ordered_json& j) {
     std::fprintf(out, "%s\n", s.c_str());
 }
 
+// The run whose wall time is the median of the runs left after dropping the fastest and the
+// slowest (the seed's protocol: 10 runs, drop min and max, median of 8); with fewer than 3
+// runs nothing is dropped.
+size_t median_run(const std::vector<RunResult>& runs) {
+    std::vector<size_t> order(runs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return runs[a].summary.wall_ms < runs[b].summary.wall_ms;
+    });
+    const size_t drop = runs.size() >= 3 ? 1 : 0;
+    const size_t kept = runs.size() - 2 * drop;
+    return order[drop + (kept - 1) / 2];
+}
+
+nlohmann::ordered_json walls(const std::vector<RunResult>& runs) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const RunResult& r : runs) j.push_back(r.summary.wall_ms);
+    return j;
+}
+
 int compare_with_baseline(const Context& c) {
-    if (!c.o.json) std::fprintf(c.out, "== baseline: one task at a time, no prefix reuse\n");
-    const RunResult base = run_mode(c, {false, false});
-    if (base.cancelled) return kExitCancelled;
-    if (!c.o.json) std::fprintf(c.out, "\n== optimised: shared prefix, batched\n");
-    const RunResult opt = run_mode(c, {true, true});
+    const int n = std::max(1, c.o.repeat);
+    std::vector<RunResult> base, opt;
+    for (int i = 0; i < n; ++i) {
+        // Only the first pair is shown as it runs; later ones print one line each.
+        Context quiet = c;
+        quiet.show = i == 0 && !c.o.json;
+        if (quiet.show) std::fprintf(c.out, "== baseline: one task at a time, no prefix reuse\n");
+        base.push_back(run_mode(quiet, {false, false}));
+        if (base.back().cancelled) return kExitCancelled;
+        if (quiet.show) std::fprintf(c.out, "\n== optimised: shared prefix, batched\n");
+        opt.push_back(run_mode(quiet, {true, true}));
+        if (opt.back().cancelled) return kExitCancelled;
+        if (n > 1 && !c.o.json)
+            std::fprintf(c.out, "run %d/%d: baseline %.1f ms, optimised %.1f ms\n", i + 1, n,
+                         base.back().summary.wall_ms, opt.back().summary.wall_ms);
+    }
+    const RunResult& b = base[median_run(base)];
+    const RunResult& o = opt[median_run(opt)];
 
     const bool greedy = all_greedy(c.wf) && !c.o.ignore_eos;
-    const std::vector<std::string> diff = differing_tasks(opt, base);
+    const std::vector<std::string> diff = differing_tasks(o, b);
     if (c.o.json) {
-        nlohmann::ordered_json j = run_to_json(opt);
-        j["baseline"] = run_to_json(base);
-        j["speedup"] = speedup(opt.summary, base.summary);
+        nlohmann::ordered_json j = run_to_json(o);
+        j["baseline"] = run_to_json(b);
+        j["speedup"] = speedup(o.summary, b.summary);
         j["same_outputs"] = diff.empty();
+        j["runs"] = {{"baseline_wall_ms", walls(base)}, {"optimised_wall_ms", walls(opt)}};
         print_json(c.out, j);
     } else {
-        std::fprintf(c.out, "\n%s", format_comparison(opt.summary, base.summary).c_str());
+        if (n > 1)
+            std::fprintf(c.out, "\nmedian runs of %d%s:", n,
+                         n >= 3 ? " (fastest and slowest dropped)" : "");
+        std::fprintf(c.out, "\n%s", format_comparison(o.summary, b.summary).c_str());
         std::string list;
         for (const std::string& t : diff) list += (list.empty() ? "" : ", ") + t;
         if (diff.empty())
             std::fprintf(c.out, "outputs: identical in both runs\n");
         else
             std::fprintf(c.out, "outputs: %zu of %zu tasks differ (%s)%s\n", diff.size(),
-                         opt.tasks.size(), list.c_str(),
+                         o.tasks.size(), list.c_str(),
                          greedy ? "" : "; expected, sampling is not greedy");
     }
-    return std::max(exit_code(base), exit_code(opt));
+    int code = 0;
+    for (size_t i = 0; i < base.size(); ++i)
+        code = std::max({code, exit_code(base[i]), exit_code(opt[i])});
+    return code;
 }
 
 }  // namespace
