@@ -47,6 +47,7 @@ void RunView::on_submit(int task, int attempt) {
     r.state = attempt == 0 ? "running" : "retry " + std::to_string(attempt);
     r.attempts = attempt + 1;
     r.text.clear();
+    r.n_pieces = 0;
     if (r.start_ms < 0) r.start_ms = now_ms();
     if (style_ == Style::Labelled && attempt > 0) {
         std::fprintf(out_, "%s[%s] retry %d\n", last_task_ >= 0 ? "\n" : "",
