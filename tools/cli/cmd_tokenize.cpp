@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands.h"
+#include "options.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -59,7 +60,7 @@ void run_tokenize(const TokenizeOptions& o) {
 void add_tokenize_command(CLI::App& app) {
     auto o = std::make_shared<TokenizeOptions>();
     CLI::App* cmd = app.add_subcommand("tokenize", "Print the tokens of a text");
-    cmd->add_option("-m,--model", o->model, "GGUF model (or vocabulary-only) file")->required();
+    add_model_option(cmd, o->model);
     CLI::Option* prompt = cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize");
     CLI::Option* file = cmd->add_option("-f,--file", o->file, "Read the text from a file");
     prompt->excludes(file);

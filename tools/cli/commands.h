@@ -11,5 +11,7 @@ void add_generate_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_batch_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_run_command(CLI::App& app);   // cmd_run.cpp
+void add_lint_command(CLI::App& app);  // cmd_lint.cpp
 
 }  // namespace troupe::cli

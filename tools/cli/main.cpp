@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
     troupe::cli::add_perplexity_command(app);
     troupe::cli::add_batch_command(app);
     troupe::cli::add_tokenize_command(app);
+    troupe::cli::add_run_command(app);
+    troupe::cli::add_lint_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,0 +1,260 @@
+#include "bench_engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/engine.h"
+#include "kernels/probes.h"
+#include "options.h"
+#include "util/error.h"
+#include "util/sysinfo.h"
+#include "util/timer.h"
+
+namespace troupe::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct BenchOptions {
+    std::string model;
+    int threads = 2;
+    int repeat = 3;
+    bool json_out = false;
+    int n_agents = 8;
+    int prefix_tokens = 1000;
+    int suffix_tokens = 50;
+    int gen_tokens = 128;
+    int context_tokens = 512;
+};
+
+// The seed's summary of repeated runs: drop the fastest and the slowest (when there are at
+// least 3), median of the rest.
+double robust_median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    if (v.size() >= 3) v = std::vector<double>(v.begin() + 1, v.end() - 1);
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A deterministic stream of English tokens: the bundled public-domain text, repeated.
+std::vector<int32_t> text_tokens(const Model& m, size_t n) {
+    const std::string path = std::string(TROUPE_SOURCE_DIR) + "/tests/data/pride-and-prejudice-ch1.txt";
+    std::ifstream in(path);
+    if (!in) throw Error(path + ": cannot open (the benchmark's text)");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::vector<int32_t> body = m.tokenizer().tokenize(ss.str(), false, false);
+    std::vector<int32_t> out;
+    while (out.size() < n) out.insert(out.end(), body.begin(), body.end());
+    out.resize(n);
+    return out;
+}
+
+EngineConfig engine_config(const BenchOptions& o, bool caching, bool batching, int parallel) {
+    EngineConfig c;
+    c.n_threads = o.threads;
+    c.enable_prefix_caching = caching;
+    c.enable_batching = batching;
+    c.max_num_seqs = parallel;
+    c.kv_budget_bytes = 1ull << 30;
+    return c;
+}
+
+Request fixed_request(std::vector<int32_t> prompt, int gen) {
+    Request r;
+    r.prompt = std::move(prompt);
+    r.sampling.temperature = 0.0f;
+    r.max_tokens = gen;
+    r.ignore_eos = true;
+    r.cache_namespace = "bench";
+    return r;
+}
+
+struct RunFigures {
+    double wall_ms = 0;
+    EngineStats stats;
+};
+
+// Submits every request, runs to completion; `sequential` waits for each before the next.
+RunFigures run(Engine& e, const std::vector<Request>& reqs, bool sequential) {
+    const double t0 = now_ms();
+    if (sequential) {
+        for (const Request& r : reqs) {
+            e.submit(r);
+            e.run_until_done();
+        }
+    } else {
+        for (const Request& r : reqs) e.submit(r);
+        e.run_until_done();
+    }
+    return {now_ms() - t0, e.stats()};
+}
+
+void print_or_collect(const BenchOptions& o, json& j, const std::string& key, double v,
+                      const char* unit, const char* label) {
+    j[key] = v;
+    if (!o.json_out) std::printf("  %-58s %10.2f %s\n", label, v, unit);
+}
+
+// ---- troupe bench model -------------------------------------------------------------------
+
+void run_bench_model(const BenchOptions& o) {
+    const auto model = Model::load(o.model);
+    const HParams& hp = model->hparams();
+    json j;
+    j["model"] = o.model;
+    j["threads"] = o.threads;
+    if (!o.json_out)
+        std::printf("model %s: %s, %d layers, n_embd %d, %.1f MiB of weights read per token; "
+                    "%d threads, %d repetitions\n",
+                    o.model.c_str(), hp.name.c_str(), hp.n_layer, hp.n_embd,
+                    double(model->weights().matrix_bytes) / 1048576.0, o.threads, o.repeat);
+    ThreadPool pool(o.threads);
+    const double bw = kernels::probe_read_bandwidth(&pool, size_t(512) << 20, 5).best;
+    const double fma = kernels::probe_fma(&pool, 5).best;
+    const double roofline = bw * 1e9 / double(model->weights().matrix_bytes);
+    print_or_collect(o, j, "read_bandwidth_gb_s", bw, "GB/s", "read bandwidth (probe, best of 5)");
+    print_or_collect(o, j, "fma_gflop_s", fma, "GFLOP/s", "FMA throughput (probe, best of 5)");
+    print_or_collect(o, j, "decode_roofline_tokens_per_s", roofline, "tok/s",
+                     "decode roofline (bandwidth / weight bytes per token)");
+
+    const std::vector<int32_t> text = text_tokens(*model, size_t(o.context_tokens) + 8);
+    std::vector<double> decode1, prefill, agg8, single_ctx;
+    for (int rep = 0; rep < o.repeat; ++rep) {
+        {  // single-sequence decode from a short prompt (llama-bench tg128)
+            Engine e(*model, engine_config(o, false, true, 1));
+            std::vector<int32_t> p = {model->tokenizer().bos()};
+            run(e, {fixed_request(p, o.gen_tokens)}, false);
+            decode1.push_back(e.stats().decode_tokens_per_s());
+        }
+        {  // prefill of a context_tokens prompt in one forward pass (llama-bench pp512)
+            EngineConfig c = engine_config(o, false, true, 1);
+            c.max_num_batched_tokens = o.context_tokens;
+            Engine e(*model, c);
+            std::vector<int32_t> p(text.begin(), text.begin() + o.context_tokens);
+            p[0] = model->tokenizer().bos();
+            run(e, {fixed_request(p, 1)}, false);
+            const EngineStats s = e.stats();
+            prefill.push_back(double(s.prefill_step_tokens) * 1000.0 / s.prefill_step_ms);
+        }
+        // n_agents sequences sharing a context_tokens prompt, decoding together, against one
+        // sequence with the same context (llama-batched-bench -npp 512 -ntg 128 -npl 1,8).
+        std::vector<int32_t> p(text.begin(), text.begin() + o.context_tokens);
+        p[0] = model->tokenizer().bos();
+        for (int n : {1, o.n_agents}) {
+            Engine e(*model, engine_config(o, true, true, n));
+            run(e, std::vector<Request>(size_t(n), fixed_request(p, o.gen_tokens)), false);
+            (n == 1 ? single_ctx : agg8).push_back(e.stats().decode_tokens_per_s());
+        }
+    }
+    const double d1 = robust_median(decode1);
+    print_or_collect(o, j, "decode_tokens_per_s", d1, "tok/s", "single-sequence decode (tg)");
+    print_or_collect(o, j, "decode_fraction_of_roofline", d1 / roofline, "",
+                     "  as a fraction of the roofline");
+    print_or_collect(o, j, "prefill_tokens_per_s", robust_median(prefill), "tok/s",
+                     ("prefill of a " + std::to_string(o.context_tokens) + "-token prompt").c_str());
+    const double s1 = robust_median(single_ctx), s8 = robust_median(agg8);
+    print_or_collect(o, j, "decode_1seq_ctx_tokens_per_s", s1, "tok/s",
+                     ("decode, 1 sequence, " + std::to_string(o.context_tokens) + "-token context").c_str());
+    print_or_collect(o, j, "decode_nseq_ctx_tokens_per_s", s8, "tok/s",
+                     ("aggregate decode, " + std::to_string(o.n_agents) + " sequences sharing it").c_str());
+    print_or_collect(o, j, "decode_nseq_over_1seq", s8 / s1, "x", "  ratio");
+    if (o.json_out) std::printf("%s\n", j.dump(1).c_str());
+}
+
+// ---- troupe bench agents ------------------------------------------------------------------
+
+void run_bench_agents(const BenchOptions& o) {
+    const auto model = Model::load(o.model);
+    const std::vector<int32_t> text =
+        text_tokens(*model, size_t(o.prefix_tokens + o.n_agents * o.suffix_tokens) + 1);
+    // Agent k: the shared prefix (BOS + prefix_tokens - 1 tokens), then its own suffix.
+    std::vector<Request> reqs;
+    for (int k = 0; k < o.n_agents; ++k) {
+        std::vector<int32_t> p = {model->tokenizer().bos()};
+        p.insert(p.end(), text.begin(), text.begin() + o.prefix_tokens - 1);
+        const auto s = text.begin() + o.prefix_tokens + k * o.suffix_tokens;
+        p.insert(p.end(), s, s + o.suffix_tokens);
+        // Make every suffix distinct from the others at its first token.
+        p[size_t(o.prefix_tokens)] = int32_t(100 + k);
+        reqs.push_back(fixed_request(p, o.gen_tokens));
+    }
+    json j;
+    j["model"] = o.model;
+    j["agents"] = o.n_agents;
+    j["prefix_tokens"] = o.prefix_tokens;
+    j["suffix_tokens"] = o.suffix_tokens;
+    j["generated_tokens"] = o.gen_tokens;
+    if (!o.json_out)
+        std::printf("%d agents: %d shared prefix tokens + %d private each, %d generated each; "
+                    "%d threads, %d repetitions\n",
+                    o.n_agents, o.prefix_tokens, o.suffix_tokens, o.gen_tokens, o.threads, o.repeat);
+    std::vector<double> base_ms, opt_ms, hit;
+    std::map<int, std::vector<double>> agg;  // concurrency -> decode tok/s
+    for (int rep = 0; rep < o.repeat; ++rep) {
+        {
+            Engine e(*model, engine_config(o, false, false, 1));
+            base_ms.push_back(run(e, reqs, true).wall_ms);
+        }
+        {
+            Engine e(*model, engine_config(o, true, true, o.n_agents));
+            const RunFigures f = run(e, reqs, false);
+            opt_ms.push_back(f.wall_ms);
+            hit.push_back(f.stats.hit_rate());
+        }
+        for (int c = 1; c <= o.n_agents; c *= 2) {
+            Engine e(*model, engine_config(o, true, true, c));
+            std::vector<Request> sub(reqs.begin(), reqs.begin() + c);
+            agg[c].push_back(run(e, sub, false).stats.decode_tokens_per_s());
+        }
+    }
+    const double b = robust_median(base_ms), t = robust_median(opt_ms);
+    print_or_collect(o, j, "baseline_wall_ms", b, "ms", "baseline: one at a time, no prefix cache");
+    print_or_collect(o, j, "optimized_wall_ms", t, "ms", "prefix cache + continuous batching");
+    print_or_collect(o, j, "speedup", b / t, "x", "  speed-up");
+    print_or_collect(o, j, "hit_rate", robust_median(hit), "", "  prefix-cache hit rate");
+    const double one = robust_median(agg[1]);
+    for (auto& [c, v] : agg) {
+        const double r = robust_median(v);
+        print_or_collect(o, j, "decode_tokens_per_s_" + std::to_string(c), r, "tok/s",
+                         ("aggregate decode, " + std::to_string(c) + " concurrent").c_str());
+        if (c > 1)
+            print_or_collect(o, j, "decode_ratio_" + std::to_string(c), r / one, "x", "  over 1");
+    }
+    if (o.json_out) std::printf("%s\n", j.dump(1).c_str());
+}
+
+}  // namespace
+
+void add_bench_engine_commands(CLI::App* bench) {
+    auto o = std::make_shared<BenchOptions>();
+    auto common = [o](CLI::App* cmd) {
+        add_model_option(cmd, o->model);
+        cmd->add_option("-t,--threads", o->threads, "Threads")->capture_default_str();
+        cmd->add_option("--repeat", o->repeat,
+                        "Runs per case (median after dropping the fastest and slowest)")
+            ->capture_default_str();
+        cmd->add_option("--gen", o->gen_tokens, "Tokens generated per sequence")->capture_default_str();
+        cmd->add_option("--agents", o->n_agents, "Concurrent sequences")->capture_default_str();
+        cmd->add_flag("--json", o->json_out, "Print one JSON object");
+    };
+    CLI::App* m = bench->add_subcommand(
+        "model", "Decode against the bandwidth roofline, prefill, and batched decode");
+    common(m);
+    m->add_option("--ctx", o->context_tokens, "Prompt / context tokens")->capture_default_str();
+    m->callback([o] { run_bench_model(*o); });
+
+    CLI::App* a = bench->add_subcommand(
+        "agents", "Agents sharing a long prefix: prefix cache + batching against one at a time");
+    common(a);
+    a->add_option("--prefix", o->prefix_tokens, "Shared prefix tokens")->capture_default_str();
+    a->add_option("--suffix", o->suffix_tokens, "Private suffix tokens per agent")->capture_default_str();
+    a->callback([o] { run_bench_agents(*o); });
+}
+
+}  // namespace troupe::cli
