@@ -18,8 +18,8 @@ Outputs (JSON, UTF-8):
   snippets.json       small templates exercising one construct each, with Jinja2's result
   bundle.json         every template in <cache>/templates: sha256 of the source, tokens used,
                       and per case either {"output": ...} or {"error": ..., "kind": ...}
-  builtin.json        the same for the builtin templates (read from src/chat/builtin_templates.cpp)
-                      plus, per builtin, the real templates it was cross-checked against
+  builtin.json        the same for the builtin templates (read from src/chat/builtin_templates.cpp,
+                      source included) plus, per builtin, the real templates it was checked against
   gguf.json           the template carried by models/troupe-tiny-q8_0.gguf
 
 The third-party template sources are not written anywhere: the C++ tests read them from the
@@ -399,7 +399,7 @@ def read_builtins():
     path = os.path.join(ROOT, "src", "chat", "builtin_templates.cpp")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    found = re.findall(r'\{"([^"]+)",\s*R"jinja\((.*?)\)jinja"', text, re.S)
+    found = re.findall(r'^\s*\{"([^"]+)",\s*R"jinja\((.*?)\)jinja"', text, re.S | re.M)
     if not found:
         sys.exit(f"no builtin templates found in {path}")
     return dict(found)
@@ -570,7 +570,7 @@ def main():
     print("cross-check of the builtins against real templates:")
     references = cross_check(env, builtins, builtin_results, sources)
     write_json("builtin.json", {**meta, "templates": {
-        name: {"sha256": sha256(src), "bos_token": BUILTIN_TOKENS.get(name, DEFAULT_TOKENS)[0],
+        name: {"source": src, "bos_token": BUILTIN_TOKENS.get(name, DEFAULT_TOKENS)[0],
                "eos_token": BUILTIN_TOKENS.get(name, DEFAULT_TOKENS)[1],
                "verified_against": references.get(name, []), "cases": builtin_results[name]}
         for name, src in builtins.items()}})

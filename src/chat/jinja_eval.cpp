@@ -71,6 +71,24 @@ const Value* Scope::find(std::string_view name) const {
     return nullptr;
 }
 
+Evaluator::~Evaluator() {
+    for (const auto& scope : macro_scopes_) scope->vars = ValueDict();
+    for (const auto& weak : namespaces_) {
+        if (auto ns = weak.lock()) ns->attrs = ValueDict();
+    }
+}
+
+Value Evaluator::make_namespace(CallArgs args) {
+    auto ns = std::make_shared<Namespace>();
+    for (const Value& init : args.positional) {  // namespace(dict) copies the dict's items
+        if (!init.is_dict()) throw ValueError("namespace() positional arguments must be dicts");
+        for (const auto& [k, v] : init.as_dict().items()) ns->attrs.set(k, v);
+    }
+    for (auto& [k, v] : args.keyword) ns->attrs.set(Value(k), std::move(v));
+    namespaces_.push_back(ns);
+    return Value(std::move(ns));
+}
+
 void Evaluator::fail(SourcePos pos, std::string_view message) const {
     throw_template_error(name_, pos, message);
 }
@@ -268,6 +286,7 @@ Evaluator::Flow Evaluator::exec_node(const SetStmt& n, const Stmt& s, std::strin
 
 Evaluator::Flow Evaluator::exec_node(const MacroStmt& n, const Stmt&, std::string&) {
     scope_->vars.set(n.def->name, Value(std::make_shared<const MacroValue>(n.def.get(), scope_)));
+    if (macro_scopes_.empty() || macro_scopes_.back() != scope_) macro_scopes_.push_back(scope_);
     return Flow::kNormal;
 }
 
