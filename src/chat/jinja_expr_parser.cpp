@@ -1,6 +1,7 @@
 #include "chat/jinja_expr_parser.h"
 
 #include <charconv>
+#include <cmath>
 
 namespace troupe::jinja {
 
@@ -186,7 +187,8 @@ ExprPtr ExprParser::parse_primary() {
         }
         case TokenKind::kFloat: {
             double v = 0;
-            std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+            const auto [p, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+            if (ec == std::errc::result_out_of_range) v = HUGE_VAL;  // Python: 1e999 is inf
             advance();
             return make_expr(pos, LiteralExpr{Value(v)});
         }
@@ -324,7 +326,7 @@ ExprPtr ExprParser::parse_filter(ExprPtr operand) {
     FilterExpr f;
     f.operand = std::move(operand);
     f.name = expect_name();
-    while (skip_op(".")) f.name += "." + expect_name();
+    while (skip_op(".")) f.name.append(".").append(expect_name());
     if (at_op("(")) f.args = parse_call_args();
     return make_expr(pos, std::move(f));
 }
@@ -335,7 +337,7 @@ ExprPtr ExprParser::parse_test(ExprPtr operand) {
     t.operand = std::move(operand);
     t.negated = skip_name("not");
     t.name = expect_name();
-    while (skip_op(".")) t.name += "." + expect_name();
+    while (skip_op(".")) t.name.append(".").append(expect_name());
     const Token& c = cur();
     const bool starts_arg = c.kind == TokenKind::kName || c.kind == TokenKind::kString ||
                             c.kind == TokenKind::kInt || c.kind == TokenKind::kFloat ||

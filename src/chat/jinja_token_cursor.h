@@ -34,7 +34,10 @@ class TokenCursor {
     bool skip_name(std::string_view n) { return at_name(n) ? (advance(), true) : false; }
 
     void expect_op(std::string_view op) {
-        if (!skip_op(op)) fail_here("'" + std::string(op) + "'");
+        if (skip_op(op)) return;
+        std::string quoted(1, '\'');
+        quoted.append(op).push_back('\'');
+        fail_here(quoted);
     }
     std::string expect_name() {
         if (cur().kind != TokenKind::kName) fail_here("a name");
@@ -49,7 +52,9 @@ class TokenCursor {
         throw_template_error(name_, pos, message);
     }
     [[noreturn]] void fail_here(std::string_view expected) const {
-        fail(cur().pos, "expected " + std::string(expected) + ", found " + describe(cur()));
+        std::string message = "expected ";
+        message.append(expected).append(", found ").append(describe(cur()));
+        fail(cur().pos, message);
     }
 
     // One level of nesting for the guard's lifetime.

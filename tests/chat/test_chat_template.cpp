@@ -212,6 +212,26 @@ TEST(ChatTemplateErrors, HostileTemplatesAreStoppedNotCrashing) {
     EXPECT_NE(error_of([&] { big.render({}); }).find("too large"), std::string::npos);
 }
 
+// Every prefix of every builtin either parses and renders or fails with a troupe::Error: cut
+// tags, strings and blocks never crash the lexer, parser or evaluator.
+TEST(ChatTemplateErrors, TruncatedTemplatesFailCleanly) {
+    ChatTemplateInputs in = system_user("S", "U");
+    in.messages.push_back({"assistant", "A"});
+    size_t n_parsed = 0, n_errors = 0;
+    for (const auto& t : builtin_chat_templates()) {
+        for (size_t n = 0; n <= t.source.size(); ++n) {
+            try {
+                ChatTemplate::from_source(std::string(t.source.substr(0, n))).render(in);
+                ++n_parsed;
+            } catch (const Error&) {
+                ++n_errors;
+            }
+        }
+    }
+    EXPECT_GT(n_parsed, 0u);
+    EXPECT_GT(n_errors, 0u);
+}
+
 TEST(ChatTemplateModel, UnsupportedModelTemplateSuggestsABuiltin) {
     const std::string err = error_of([] {
         ChatTemplate::from_model(
