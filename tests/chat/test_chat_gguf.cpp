@@ -47,6 +47,8 @@ TEST_F(ModelTemplateTest, MatchesJinja2AndTheZephyrBuiltin) {
     const auto conversations = test::load_chat_fixture("conversations.json");
     const auto fixture = test::load_chat_fixture("gguf.json");
     const auto& entry = fixture.at("templates").at("models/troupe-tiny-q8_0.gguf");
+    ASSERT_EQ(test::fnv1a64_hex(source_), entry.at("fnv1a64").get<std::string>())
+        << "model template changed";
     const ChatTemplate model = ChatTemplate::from_model(source_);
     const ChatTemplate zephyr = ChatTemplate::builtin("zephyr");
     for (const auto& test_case : conversations.at("cases")) {
