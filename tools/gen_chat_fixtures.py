@@ -4,7 +4,10 @@
 Run once by a developer when a template or a conversation changes (not in CI):
 
     scripts/fetch-llama-data.sh                  # llama.cpp's templates into .cache/llama-data
-    python3 tools/gen_chat_fixtures.py [--llama-tests PATH/tests/test-chat-template.cpp]
+    python3 tools/gen_chat_fixtures.py [--llama-tests LLAMA_CPP/tests/test-chat-template.cpp]
+
+(default: /tmp/llama-src/llama.cpp, where llama.cpp's source is cloned from the node-llama-cpp
+npm bundle as scripts/fetch-llama-data.sh does.)
 
 Templates are rendered the way Hugging Face transformers renders `apply_chat_template`:
 an ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the loopcontrols
@@ -16,10 +19,10 @@ instant (FIXED_NOW, UTC) so the fixtures are deterministic; the C++ side injects
 Outputs (JSON, UTF-8):
   conversations.json  the conversations, the tool schema, the cases and the fixed instant
   snippets.json       small templates exercising one construct each, with Jinja2's result
-  bundle.json         every template in <cache>/templates: sha256 of the source, tokens used,
+  bundle.json         every template in <cache>/templates: FNV-1a 64 of the source, tokens used,
                       and per case either {"output": ...} or {"error": ..., "kind": ...}
-  builtin.json        the same for the builtin templates (read from src/chat/builtin_templates.cpp)
-                      plus, per builtin, the real templates it was cross-checked against
+  builtin.json        the same for the builtin templates (read from src/chat/builtin_templates.cpp,
+                      source included) plus, per builtin, the real templates it was checked against
   gguf.json           the template carried by models/troupe-tiny-q8_0.gguf
 
 The third-party template sources are not written anywhere: the C++ tests read them from the
@@ -394,12 +397,20 @@ def sha256(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def fnv1a64(text):
+    """FNV-1a 64 of the UTF-8 bytes, as hex: the C++ test checks the cached template is the same."""
+    h = 0xcbf29ce484222325
+    for b in text.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return f"{h:016x}"
+
+
 def read_builtins():
     """The builtin templates: {name: source} from src/chat/builtin_templates.cpp."""
     path = os.path.join(ROOT, "src", "chat", "builtin_templates.cpp")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    found = re.findall(r'\{"([^"]+)",\s*R"jinja\((.*?)\)jinja"', text, re.S)
+    found = re.findall(r'^\s*\{"([^"]+)",\s*R"jinja\((.*?)\)jinja"', text, re.S | re.M)
     if not found:
         sys.exit(f"no builtin templates found in {path}")
     return dict(found)
@@ -525,8 +536,10 @@ def main():
     ap.add_argument("--cache", default=os.environ.get("TROUPE_VOCAB_CACHE_DIR",
                                                       os.path.join(ROOT, ".cache", "llama-data")))
     ap.add_argument("--gguf", default=os.path.join(ROOT, "models", "troupe-tiny-q8_0.gguf"))
-    ap.add_argument("--llama-tests", help="llama.cpp tests/test-chat-template.cpp, for the "
-                    "cross-check of builtins against the real templates quoted there")
+    default_llama_tests = "/tmp/llama-src/llama.cpp/tests/test-chat-template.cpp"
+    ap.add_argument("--llama-tests", default=default_llama_tests if os.path.exists(default_llama_tests) else None,
+                    help="llama.cpp's tests/test-chat-template.cpp (see notes on fetching the llama.cpp "
+                    "source), for the cross-check of builtins against the real templates quoted there")
     args = ap.parse_args()
     env = make_env()
     meta = {"jinja2_version": jinja2.__version__, "generator": "tools/gen_chat_fixtures.py"}
@@ -548,7 +561,7 @@ def main():
         print(f"warning: {template_dir} absent (run scripts/fetch-llama-data.sh); bundle skipped")
     if bundle_sources:
         bos, eos = DEFAULT_TOKENS
-        bundle = {fname: {"sha256": sha256(src), "bos_token": bos, "eos_token": eos,
+        bundle = {fname: {"fnv1a64": fnv1a64(src), "bos_token": bos, "eos_token": eos,
                           "cases": render_all(env, src, bos, eos)}
                   for fname, src in bundle_sources.items()}
         write_json("bundle.json", {**meta, "templates": bundle})
@@ -556,7 +569,7 @@ def main():
     gguf_template = read_gguf_string(args.gguf, "tokenizer.chat_template")
     gguf_key = os.path.relpath(args.gguf, ROOT)
     write_json("gguf.json", {**meta, "templates": {gguf_key: {
-        "sha256": sha256(gguf_template), "bos_token": "<s>", "eos_token": "</s>",
+        "fnv1a64": fnv1a64(gguf_template), "bos_token": "<s>", "eos_token": "</s>",
         "cases": render_all(env, gguf_template, "<s>", "</s>")}}})
 
     builtins = read_builtins()
@@ -567,10 +580,12 @@ def main():
     sources = {"bundle": bundle_sources, "gguf": {gguf_key: gguf_template}}
     if args.llama_tests:
         sources["llama-tests"] = read_llama_tests(args.llama_tests)
+    else:
+        print("warning: no --llama-tests: builtins quoted only there are not cross-checked")
     print("cross-check of the builtins against real templates:")
     references = cross_check(env, builtins, builtin_results, sources)
     write_json("builtin.json", {**meta, "templates": {
-        name: {"sha256": sha256(src), "bos_token": BUILTIN_TOKENS.get(name, DEFAULT_TOKENS)[0],
+        name: {"source": src, "bos_token": BUILTIN_TOKENS.get(name, DEFAULT_TOKENS)[0],
                "eos_token": BUILTIN_TOKENS.get(name, DEFAULT_TOKENS)[1],
                "verified_against": references.get(name, []), "cases": builtin_results[name]}
         for name, src in builtins.items()}})

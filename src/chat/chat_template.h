@@ -10,8 +10,12 @@
 //   std::string prompt = t.render({.messages = {{"system", "S"}, {"user", "U"}},
 //                                  .bos_token = "<s>", .eos_token = "</s>"});
 //
+// BOS: many templates (Llama, Mistral, Gemma, the builtins modelled on them) write bos_token
+// themselves. Either pass the BOS text and tokenize the prompt without adding BOS, or pass ""
+// and let the tokenizer add it; never both.
+//
 // Errors are troupe::Error: parse errors name line and column; a template's own
-// raise_exception() is a jinja::TemplateRaised carrying the template's message.
+// raise_exception() is a jinja::TemplateRaised (chat/jinja_error.h) carrying its message.
 // Thread-safety: a ChatTemplate is immutable; render() may be called concurrently.
 #pragma once
 

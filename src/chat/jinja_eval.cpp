@@ -71,6 +71,24 @@ const Value* Scope::find(std::string_view name) const {
     return nullptr;
 }
 
+Evaluator::~Evaluator() {
+    for (const auto& scope : macro_scopes_) scope->vars = ValueDict();
+    for (const auto& weak : namespaces_) {
+        if (auto ns = weak.lock()) ns->attrs = ValueDict();
+    }
+}
+
+Value Evaluator::make_namespace(CallArgs args) {
+    auto ns = std::make_shared<Namespace>();
+    for (const Value& init : args.positional) {  // namespace(dict) copies the dict's items
+        if (!init.is_dict()) throw ValueError("namespace() positional arguments must be dicts");
+        for (const auto& [k, v] : init.as_dict().items()) ns->attrs.set(k, v);
+    }
+    for (auto& [k, v] : args.keyword) ns->attrs.set(Value(k), std::move(v));
+    namespaces_.push_back(ns);
+    return Value(std::move(ns));
+}
+
 void Evaluator::fail(SourcePos pos, std::string_view message) const {
     throw_template_error(name_, pos, message);
 }
@@ -83,18 +101,17 @@ std::string Evaluator::render(const StmtList& body, ValueDict globals) {
     return out;
 }
 
-Value Evaluator::call_macro(const MacroDef& def, const std::shared_ptr<Scope>& closure,
-                            CallArgs args) {
-    if (call_depth_ >= kMaxCallDepth) {
-        throw ValueError("macro '" + def.name + "': maximum call depth (" +
-                         std::to_string(kMaxCallDepth) + ") exceeded");
-    }
-    auto scope = std::make_shared<Scope>(Scope{closure, {}});
+namespace {
+
+// Binds a macro call's arguments into the macro's scope the way Jinja2 does: positional then
+// keyword parameters, extra ones into varargs/kwargs when the body uses them, `caller` for
+// call blocks. Parameters left unset get their defaults later, in the macro's scope.
+void bind_macro_args(const MacroDef& def, CallArgs& args, Scope& scope) {
     const size_t n_params = def.params.size();
     ValueList varargs;
     for (size_t i = 0; i < args.positional.size(); ++i) {
         if (i < n_params) {
-            scope->vars.set(def.params[i].name, std::move(args.positional[i]));
+            scope.vars.set(def.params[i].name, std::move(args.positional[i]));
         } else if (def.uses_varargs) {
             varargs.push_back(std::move(args.positional[i]));
         } else {
@@ -106,20 +123,32 @@ Value Evaluator::call_macro(const MacroDef& def, const std::shared_ptr<Scope>& c
     for (auto& [key, value] : args.keyword) {
         const bool is_param = std::any_of(def.params.begin(), def.params.end(),
                                           [&](const MacroParam& p) { return p.name == key; });
-        if (is_param && scope->vars.find(key)) {
+        if (is_param && scope.vars.find(key)) {
             throw ValueError("macro '" + def.name + "' got multiple values for argument '" + key +
                              "'");
         }
         if (is_param || (key == "caller" && def.uses_caller)) {
-            scope->vars.set(key, std::move(value));
+            scope.vars.set(key, std::move(value));
         } else if (def.uses_kwargs) {
             kwargs.set(key, std::move(value));
         } else {
             throw ValueError("macro '" + def.name + "' takes no keyword argument '" + key + "'");
         }
     }
-    if (def.uses_varargs) scope->vars.set("varargs", Value(std::move(varargs)));
-    if (def.uses_kwargs) scope->vars.set("kwargs", Value(std::move(kwargs)));
+    if (def.uses_varargs) scope.vars.set("varargs", Value(std::move(varargs)));
+    if (def.uses_kwargs) scope.vars.set("kwargs", Value(std::move(kwargs)));
+}
+
+}  // namespace
+
+Value Evaluator::call_macro(const MacroDef& def, const std::shared_ptr<Scope>& closure,
+                            CallArgs args) {
+    if (call_depth_ >= kMaxCallDepth) {
+        throw ValueError("macro '" + def.name + "': maximum call depth (" +
+                         std::to_string(kMaxCallDepth) + ") exceeded");
+    }
+    auto scope = std::make_shared<Scope>(Scope{closure, {}});
+    bind_macro_args(def, args, *scope);
     ++call_depth_;
     struct DepthRestore {
         int& depth;
@@ -268,6 +297,7 @@ Evaluator::Flow Evaluator::exec_node(const SetStmt& n, const Stmt& s, std::strin
 
 Evaluator::Flow Evaluator::exec_node(const MacroStmt& n, const Stmt&, std::string&) {
     scope_->vars.set(n.def->name, Value(std::make_shared<const MacroValue>(n.def.get(), scope_)));
+    if (macro_scopes_.empty() || macro_scopes_.back() != scope_) macro_scopes_.push_back(scope_);
     return Flow::kNormal;
 }
 

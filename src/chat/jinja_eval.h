@@ -7,6 +7,10 @@
 // leak out (that is why templates use namespace()). Macros see the scope they were defined in
 // as it is when they are called.
 //
+// Macros hold the scope they were defined in, and that scope holds the macro; namespaces can hold
+// themselves. The evaluator breaks these reference cycles when it is destroyed (the end of the
+// render), so nothing leaks.
+//
 // Limits keep a hostile template from exhausting the machine: macro recursion depth, output
 // size and loop length are bounded; exceeding them is a troupe::Error.
 //
@@ -16,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chat/jinja_ast.h"
 #include "chat/jinja_value.h"
@@ -36,6 +41,9 @@ class Evaluator {
     static constexpr size_t kMaxLoopItems = size_t{1} << 20;
 
     explicit Evaluator(std::string_view template_name) : name_(template_name) {}
+    ~Evaluator();
+    Evaluator(const Evaluator&) = delete;
+    Evaluator& operator=(const Evaluator&) = delete;
 
     // Renders `body` with `globals` as the outermost variables. Throws troupe::Error.
     std::string render(const StmtList& body, ValueDict globals);
@@ -45,6 +53,9 @@ class Evaluator {
     Value call_macro(const MacroDef& def, const std::shared_ptr<Scope>& closure, CallArgs args);
 
     std::string_view template_name() const { return name_; }
+
+    // namespace(dict..., key=value...): a new namespace object, released with the evaluator.
+    Value make_namespace(CallArgs args);
 
   private:
     enum class Flow { kNormal, kBreak, kContinue };
@@ -92,6 +103,8 @@ class Evaluator {
     std::string_view name_;
     std::shared_ptr<Scope> scope_;
     int call_depth_ = 0;
+    std::vector<std::shared_ptr<Scope>> macro_scopes_;  // scopes that define macros (cycles)
+    std::vector<std::weak_ptr<Namespace>> namespaces_;
 };
 
 }  // namespace troupe::jinja

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -22,8 +23,11 @@ Value get_path(const Value& item, const std::string& path, const Value& dflt) {
     while (start <= path.size()) {
         const size_t dot = std::min(path.find('.', start), path.size());
         const std::string part = path.substr(start, dot - start);
-        const bool is_index = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-        v = get_item(v, is_index ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
+        int64_t index = 0;
+        const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+        const bool is_index = !part.empty() && part[0] != '-' && ec == std::errc() &&
+                              end == part.data() + part.size();
+        v = get_item(v, is_index ? Value(index) : Value(part));
         if (!dflt.is_undefined() && !dflt.is_none() && v.is_undefined()) v = dflt;
         start = dot + 1;
     }

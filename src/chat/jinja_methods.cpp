@@ -1,6 +1,7 @@
 // Methods of str, dict and list values (Python semantics), called as `value.method(...)`.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 #include "chat/jinja_ops.h"
 #include "chat/jinja_pystr.h"
@@ -67,9 +68,17 @@ std::string format_string(const std::string& fmt, CallArgs& args) {
                              "}' (only {}, {0}, {name})");
         }
         const Value* v = nullptr;
-        if (field.empty() ||
-            std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-            const size_t idx = field.empty() ? auto_index++ : std::stoul(field);
+        const bool numeric = !field.empty() && std::all_of(field.begin(), field.end(), [](char d) {
+            return d >= '0' && d <= '9';
+        });
+        if (field.empty() || numeric) {
+            size_t idx = auto_index;
+            if (field.empty()) {
+                ++auto_index;
+            } else if (std::from_chars(field.data(), field.data() + field.size(), idx).ec !=
+                       std::errc()) {
+                throw ValueError("format(): replacement index out of range");
+            }
             if (idx >= args.positional.size())
                 throw ValueError("format(): replacement index out of range");
             v = &args.positional[idx];

@@ -143,6 +143,12 @@ constexpr std::string_view kStrMethods[] = {
     "isdigit",      "islower",      "isspace",  "isupper", "join",   "lower",   "lstrip",
     "removeprefix", "removesuffix", "replace",  "rfind",   "rsplit", "rstrip",  "split",
     "splitlines",   "startswith",   "strip",    "title",   "upper"};
+// Python str methods we do not implement: they exist (so `s.zfill is defined`), and calling one
+// is an error naming it.
+constexpr std::string_view kUnsupportedStrMethods[] = {
+    "casefold",  "center",       "encode",    "expandtabs",  "format_map", "index",     "isascii",
+    "isdecimal", "isidentifier", "isnumeric", "isprintable", "istitle",    "ljust",     "maketrans",
+    "partition", "rindex",       "rjust",     "rpartition",  "swapcase",   "translate", "zfill"};
 constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values"};
 constexpr std::string_view kListMethods[] = {"count", "index"};
 constexpr std::string_view kMutatingMethods[] = {"append",     "clear",   "extend", "insert",
@@ -310,7 +316,8 @@ Value get_attr(const Value& obj, std::string_view name) {
         return Value::undefined("access to attribute " + quoted(name) + " of " +
                                 quoted(obj.type_name()) + " object is unsafe.");
     }
-    const bool is_method = (obj.is_string() && in_list(kStrMethods, name)) ||
+    const bool is_method = (obj.is_string() && (in_list(kStrMethods, name) ||
+                                                in_list(kUnsupportedStrMethods, name))) ||
                            (obj.is_dict() && in_list(kDictMethods, name)) ||
                            (obj.is_list() && in_list(kListMethods, name));
     if (is_method) return Value(std::make_shared<const BoundMethod>(obj, std::string(name)));

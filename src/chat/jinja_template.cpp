@@ -42,16 +42,14 @@ Value builtin_dict(CallArgs& args) {
     return Value(std::move(d));
 }
 
-// namespace(key=value, ...): the mutable object `{% set ns.key = ... %}` assigns into.
-Value builtin_namespace(CallArgs& args) {
-    auto ns = std::make_shared<Namespace>();
-    for (const Value& init : args.positional) {  // namespace(dict) copies the dict's items
-        if (!init.is_dict()) throw ValueError("namespace() positional arguments must be dicts");
-        for (const auto& [k, v] : init.as_dict().items()) ns->attrs.set(k, v);
+// namespace(key=value, ...): the mutable object `{% set ns.key = ... %}` assigns into. The
+// evaluator makes it, to release it at the end of the render.
+struct NamespaceFunction : Callable {
+    std::string name() const override { return "namespace"; }
+    Value call(Evaluator& ev, CallArgs args) const override {
+        return ev.make_namespace(std::move(args));
     }
-    for (auto& [k, v] : args.keyword) ns->attrs.set(k, std::move(v));
-    return Value(std::move(ns));
-}
+};
 
 }  // namespace
 
@@ -68,7 +66,7 @@ std::string Template::render(const ValueDict& globals) const {
     ValueDict vars;
     vars.set("range", make_function("range", builtin_range));
     vars.set("dict", make_function("dict", builtin_dict));
-    vars.set("namespace", make_function("namespace", builtin_namespace));
+    vars.set("namespace", Value(std::make_shared<const NamespaceFunction>()));
     for (const auto& [k, v] : globals.items()) vars.set(k, v);
     Evaluator ev(name_);
     return ev.render(*body_, std::move(vars));

@@ -1,14 +1,15 @@
 // Values of the Jinja interpreter used for chat templates.
 //
 // The model is Python's, because templates are written against Python Jinja2 (as run by
-// Hugging Face transformers): undefined, none, bool, int, float, str, list, dict (ordered,
-// string keys), namespace (the one mutable object: `{% set ns.x = ... %}`) and callables
-// (macros, builtin functions, bound methods), and two Python details templates run into: a
-// string may be Markup (from |safe or |escape; `+` with a plain string HTML-escapes the plain
-// side, as markupsafe does), and map/select/... return a generator (iterable, always true,
-// without len() or JSON form). Lists and dicts are immutable once built, as in
-// transformers' ImmutableSandboxedEnvironment, so they are shared by pointer and copying a
-// Value is cheap. Strings are UTF-8; lengths and indices count code points, as in Python.
+// Hugging Face transformers): undefined, none, bool, int (64-bit; overflow is an error), float,
+// str, list (tuples are lists too), dict (ordered; keys none/bool/int/float/str), namespace (the
+// one mutable object: `{% set ns.x = ... %}`) and callables (macros, builtin functions, bound
+// methods), and two Python details templates run into: a string may be Markup (from |safe or
+// |escape; `+` with a plain string HTML-escapes the plain side, as markupsafe does), and
+// map/select/... return a generator (iterable, always true, without len() or JSON form).
+// Lists and dicts are immutable once built, as in transformers' ImmutableSandboxedEnvironment,
+// so they are shared by pointer. Strings are UTF-8; lengths and indices count code points, as
+// in Python.
 //
 // Printing (`str`), `repr`, equality and ordering follow Python: `{{ none }}` prints `None`,
 // `{{ [1, 'a'] }}` prints `[1, 'a']`, `1 == 1.0`, `'a' < 1` is an error.

@@ -3,7 +3,11 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 #include <string>
 
@@ -52,6 +56,15 @@ inline ChatTemplateInputs case_inputs(const nlohmann::ordered_json& conversation
     if (test_case.at("tools").get<bool>()) in.tools = conversations.at("tools");
     in.now = fixture_now(conversations);
     return in;
+}
+
+// FNV-1a 64 of `s` as 16 hex digits (tools/gen_chat_fixtures.py records it for each template).
+inline std::string fnv1a64_hex(std::string_view s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+    return buf;
 }
 
 // Jinja2's error message without the Python exception class ("TypeError: x" -> "x").

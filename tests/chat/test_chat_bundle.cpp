@@ -33,6 +33,12 @@ TEST_F(BundleTest, EveryTemplateRendersLikeJinja2) {
             failures[file] = "missing from the cache";
             continue;
         }
+        if (test::fnv1a64_hex(source) != entry.at("fnv1a64").get<std::string>()) {
+            failures[file] =
+                "differs from the template the fixtures were made from: rerun "
+                "tools/gen_chat_fixtures.py";
+            continue;
+        }
         ++n_templates;
         std::string problem;
         std::optional<ChatTemplate> tmpl;

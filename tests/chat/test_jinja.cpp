@@ -49,8 +49,9 @@ TEST_P(SnippetTest, MatchesJinja2) {
         // compiles them and fails when it runs them (there is no template loader).
         const bool unsupported =
             std::string(e.what()).find("unsupported statement") != std::string::npos;
-        if (!unsupported)
+        if (!unsupported) {
             EXPECT_EQ(s.at("kind"), "compile") << "Jinja2 compiled it, we did not: " << e.what();
+        }
         return;
     }
     if (s.contains("error") && s.at("kind") == "compile") {
