@@ -94,6 +94,7 @@ class Vocab {
     void read_tokens(const GgufFile& f);
     void read_special_ids(const GgufFile& f);
     void find_special_by_text();
+    void mark_unused();
     void build_eog_set();
     void build_special_list();
     void set_strip_attrs(const GgufFile& f);

@@ -75,6 +75,14 @@ TEST_F(RealVocab, EndOfGenerationSets) {
     EXPECT_EQ(get("starcoder").vocab().eog_ids(), (Ids{0, 4}));  // <|endoftext|>, <fim_pad>
 }
 
+TEST_F(RealVocab, EndOfTurnTokens) {
+    EXPECT_EQ(get("llama-bpe").eot(), 128009);  // <|eot_id|>
+    EXPECT_EQ(get("qwen2").eot(), 151645);      // <|im_end|>
+    EXPECT_EQ(get("phi-3").eot(), 32007);       // <|end|>
+    EXPECT_EQ(get("deepseek-coder").eot(), 32014);
+    EXPECT_EQ(get("llama-spm").eot(), -1);
+}
+
 // Streams the tokens of `text` one at a time; the pieces must be valid UTF-8, some must have
 // been held back, and together they must give `expected`.
 void expect_streams(const Tokenizer& t, const std::string& text, const std::string& expected) {
