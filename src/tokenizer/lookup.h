@@ -10,7 +10,8 @@
 namespace troupe {
 
 // Maps text to an id. Keys are views: the bytes they point to must outlive the map and stay
-// where they are.
+// where they are. Keys of up to 8 bytes (most SentencePiece bigrams) are also kept packed in
+// the slot, so looking them up touches no other memory.
 class StringIdMap {
   public:
     void reserve(size_t n_keys);
@@ -24,9 +25,17 @@ class StringIdMap {
     struct Slot {
         uint64_t hash = 0;
         const char* data = nullptr;
+        uint64_t packed = 0;  // the key's bytes when it has at most 8
         uint32_t len = 0;
         int32_t id = -1;  // -1: empty slot
     };
+    struct Key {
+        std::string_view text;
+        uint64_t hash;
+        uint64_t packed;  // 0 for keys longer than 8 bytes
+    };
+    static Key make_key(std::string_view text);
+    static bool same(const Slot& s, const Key& k);
     void grow();
 
     std::vector<Slot> slots_;  // capacity is a power of two, at most half full
