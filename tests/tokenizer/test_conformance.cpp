@@ -158,7 +158,8 @@ const std::set<std::string>& round_trip_corpus() {
         s.insert("<|im_start|>user\n</s><s> [INST] <<SYS>>\n");
         s.insert(std::string(3000, ' ') + "x" + std::string(2000, '\n') + std::string(100, '9'));
         s.insert(
-            "naïve café — “quotes” ½ ① ٣ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 👩‍👩‍👧‍👦 🫠 한국어 日本語 "
+            "naïve café — “quotes” ½ ① ٣ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 👩‍👩‍👧‍👦 🫠 한국어 "
+            "日本語 "
             "עברית");
         return s;
     }();
