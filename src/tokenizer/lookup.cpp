@@ -70,9 +70,12 @@ void StringIdMap::insert(std::string_view key, int32_t id) {
     }
 }
 
-int32_t StringIdMap::find(std::string_view key) const {
+void StringIdMap::prefetch(const Key& k) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[size_t(k.hash) & (slots_.size() - 1)]);
+}
+
+int32_t StringIdMap::find(const Key& k) const {
     if (slots_.empty()) return -1;
-    const Key k = make_key(key);
     const size_t mask = slots_.size() - 1;
     for (size_t i = size_t(k.hash) & mask;; i = (i + 1) & mask) {
         const Slot& s = slots_[i];

@@ -18,8 +18,20 @@ class StringIdMap {
     // Sets key -> id; a key inserted again takes the newer id.
     void insert(std::string_view key, int32_t id);
     // The id of `key`, or -1.
-    int32_t find(std::string_view key) const;
+    int32_t find(std::string_view key) const { return find(make_key(key)); }
     size_t size() const { return n_keys_; }
+
+    // Batched lookups (loading a vocabulary looks up hundreds of thousands of keys): hash the
+    // keys, prefetch their slots, then find them, so the cache misses overlap. A Key views
+    // its text, which must outlive it.
+    struct Key {
+        std::string_view text;
+        uint64_t hash;
+        uint64_t packed;  // the bytes of keys of at most 8 bytes, else 0
+    };
+    static Key make_key(std::string_view text);
+    void prefetch(const Key& k) const;
+    int32_t find(const Key& k) const;
 
   private:
     struct Slot {
@@ -29,12 +41,6 @@ class StringIdMap {
         uint32_t len = 0;
         int32_t id = -1;  // -1: empty slot
     };
-    struct Key {
-        std::string_view text;
-        uint64_t hash;
-        uint64_t packed;  // 0 for keys longer than 8 bytes
-    };
-    static Key make_key(std::string_view text);
     static bool same(const Slot& s, const Key& k);
     void grow();
 

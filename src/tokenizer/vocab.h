@@ -77,6 +77,7 @@ class Vocab {
     uint32_t attr(int32_t id) const { return attrs_[size_t(id)]; }
     // The id whose text is `text` (the last one if several share it), or -1.
     int32_t find(std::string_view text) const { return ids_.find(text); }
+    const StringIdMap& ids() const { return ids_; }  // text -> id, for batched lookups
 
     const SpecialIds& special() const { return special_; }
     const VocabFlags& flags() const { return flags_; }
