@@ -28,23 +28,51 @@ BpeEncoder::BpeEncoder(const Vocab& vocab, std::span<const std::string_view> mer
     ignore_merges_ = preset->ignore_merges;
     gemma_newlines_ = preset->name == "gemma4";
 
-    merges_.reserve(merges.size());
-    std::string joined;
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-        const std::string_view m = merges[rank];
-        const size_t space = m.find(' ', 1);
-        if (space == std::string_view::npos || space + 1 == m.size()) continue;
-        const std::string_view left = m.substr(0, space), right = m.substr(space + 1);
-        joined.assign(left);
-        joined.append(right);
-        const int32_t a = add_piece(left), b = add_piece(right), ab = add_piece(joined);
-        merges_.insert_first(a, b, {int32_t(rank), ab});
-    }
+    add_merges(merges);
     for (int b = 0; b < 256; ++b) {
         byte_pieces_[size_t(b)] = piece_id(codec_.encode(uint8_t(b)));
         char hex[8];
         std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
         hex_tokens_[size_t(b)] = vocab.find(hex);
+    }
+}
+
+// Parses "left right" merges in blocks: the keys of a block are hashed and their slots
+// prefetched before any is looked up, so the cache misses of a block overlap.
+void BpeEncoder::add_merges(std::span<const std::string_view> merges) {
+    constexpr size_t kBlock = 16;
+    struct Item {
+        std::string joined;
+        StringIdMap::Key keys[3];  // left, right, joined
+        bool valid = false;
+    };
+    std::vector<Item> block(kBlock);
+    merges_.reserve(merges.size());
+    for (size_t first = 0; first < merges.size(); first += kBlock) {
+        const size_t n = std::min(kBlock, merges.size() - first);
+        for (size_t k = 0; k < n; ++k) {
+            Item& it = block[k];
+            const std::string_view m = merges[first + k];
+            const size_t space = m.find(' ', 1);
+            it.valid = space != std::string_view::npos && space + 1 < m.size();
+            if (!it.valid) continue;  // it could never apply
+            const std::string_view left = m.substr(0, space), right = m.substr(space + 1);
+            it.joined.assign(left).append(right);
+            it.keys[0] = StringIdMap::make_key(left);
+            it.keys[1] = StringIdMap::make_key(right);
+            it.keys[2] = StringIdMap::make_key(it.joined);
+            for (const auto& key : it.keys) vocab_.ids().prefetch(key);
+        }
+        for (size_t k = 0; k < n; ++k) {
+            const Item& it = block[k];
+            if (!it.valid) continue;
+            int32_t ids[3];
+            for (int j = 0; j < 3; ++j) {
+                ids[j] = vocab_.ids().find(it.keys[j]);
+                if (ids[j] < 0) ids[j] = add_piece(it.keys[j].text);
+            }
+            merges_.insert_first(ids[0], ids[1], {int32_t(first + k), ids[2]});
+        }
     }
 }
 

@@ -56,6 +56,7 @@ class BpeEncoder {
     size_t n_merges() const { return merges_.size(); }
 
   private:
+    void add_merges(std::span<const std::string_view> merges);
     int32_t piece_id(std::string_view text) const;
     int32_t add_piece(std::string_view text);
     void init_symbols(std::string_view word, BpeScratch& scratch) const;

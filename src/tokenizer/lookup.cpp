@@ -20,6 +20,24 @@ size_t capacity_for(size_t n_keys) {
 
 // ---- StringIdMap
 
+StringIdMap::Key StringIdMap::make_key(std::string_view text) {
+    if (text.size() > 8) return {text, XXH3_64bits(text.data(), text.size()), 0};
+    uint64_t packed = 0;
+    for (size_t i = 0; i < text.size(); ++i) packed |= uint64_t(uint8_t(text[i])) << (8 * i);
+    // A multiply-xorshift of the packed bytes and the length (so "a" and "a\0" differ).
+    uint64_t h = (packed ^ (uint64_t(text.size()) << 59)) * 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 32;
+    return {text, h, packed};
+}
+
+bool StringIdMap::same(const Slot& s, const Key& k) {
+    if (s.hash != k.hash || s.len != k.text.size()) return false;
+    if (k.text.size() <= 8) return s.packed == k.packed;
+    return std::memcmp(s.data, k.text.data(), k.text.size()) == 0;
+}
+
 void StringIdMap::reserve(size_t n_keys) {
     if (capacity_for(n_keys) <= slots_.size()) return;
     std::vector<Slot> old = std::move(slots_);
@@ -36,32 +54,33 @@ void StringIdMap::grow() {
 void StringIdMap::insert(std::string_view key, int32_t id) {
     TROUPE_CHECK(id >= 0);
     if (2 * (n_keys_ + 1) > slots_.size()) grow();
-    const uint64_t h = XXH3_64bits(key.data(), key.size());
+    const Key k = make_key(key);
     const size_t mask = slots_.size() - 1;
-    for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    for (size_t i = size_t(k.hash) & mask;; i = (i + 1) & mask) {
         Slot& s = slots_[i];
         if (s.id < 0) {
-            s = Slot{h, key.data(), uint32_t(key.size()), id};
+            s = Slot{k.hash, key.data(), k.packed, uint32_t(key.size()), id};
             ++n_keys_;
             return;
         }
-        if (s.hash == h && s.len == key.size() &&
-            std::memcmp(s.data, key.data(), key.size()) == 0) {
+        if (same(s, k)) {
             s.id = id;
             return;
         }
     }
 }
 
-int32_t StringIdMap::find(std::string_view key) const {
+void StringIdMap::prefetch(const Key& k) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[size_t(k.hash) & (slots_.size() - 1)]);
+}
+
+int32_t StringIdMap::find(const Key& k) const {
     if (slots_.empty()) return -1;
-    const uint64_t h = XXH3_64bits(key.data(), key.size());
     const size_t mask = slots_.size() - 1;
-    for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    for (size_t i = size_t(k.hash) & mask;; i = (i + 1) & mask) {
         const Slot& s = slots_[i];
         if (s.id < 0) return -1;
-        if (s.hash == h && s.len == key.size() && std::memcmp(s.data, key.data(), key.size()) == 0)
-            return s.id;
+        if (same(s, k)) return s.id;
     }
 }
 

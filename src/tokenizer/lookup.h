@@ -10,23 +10,38 @@
 namespace troupe {
 
 // Maps text to an id. Keys are views: the bytes they point to must outlive the map and stay
-// where they are.
+// where they are. Keys of up to 8 bytes (most SentencePiece bigrams) are also kept packed in
+// the slot, so looking them up touches no other memory.
 class StringIdMap {
   public:
     void reserve(size_t n_keys);
     // Sets key -> id; a key inserted again takes the newer id.
     void insert(std::string_view key, int32_t id);
     // The id of `key`, or -1.
-    int32_t find(std::string_view key) const;
+    int32_t find(std::string_view key) const { return find(make_key(key)); }
     size_t size() const { return n_keys_; }
+
+    // Batched lookups (loading a vocabulary looks up hundreds of thousands of keys): hash the
+    // keys, prefetch their slots, then find them, so the cache misses overlap. A Key views
+    // its text, which must outlive it.
+    struct Key {
+        std::string_view text;
+        uint64_t hash;
+        uint64_t packed;  // the bytes of keys of at most 8 bytes, else 0
+    };
+    static Key make_key(std::string_view text);
+    void prefetch(const Key& k) const;
+    int32_t find(const Key& k) const;
 
   private:
     struct Slot {
         uint64_t hash = 0;
         const char* data = nullptr;
+        uint64_t packed = 0;  // the key's bytes when it has at most 8
         uint32_t len = 0;
         int32_t id = -1;  // -1: empty slot
     };
+    static bool same(const Slot& s, const Key& k);
     void grow();
 
     std::vector<Slot> slots_;  // capacity is a power of two, at most half full

@@ -71,6 +71,53 @@ std::string piece_of(const Vocab& vocab, const ByteLevelCodec& codec, int32_t id
     return {};
 }
 
+// The three passes of clean_up_spaces(), each on non-empty text; the first character is
+// always kept.
+
+// " ?", " !", " .", " ,": the space goes.
+std::string drop_space_before_punct(const std::string& text) {
+    std::string out(1, text[0]);
+    for (size_t i = 1; i < text.size(); ++i) {
+        const char x = text[i];
+        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) out.pop_back();
+        out.push_back(x);
+    }
+    return out;
+}
+
+// " ' ": both spaces go. The space after is consumed (llama.cpp overwrites it with NUL, so it
+// no longer counts as a space for the next character).
+std::string drop_spaces_around_quote(std::string text) {
+    std::string out(1, text[0]);
+    for (size_t i = 1; i < text.size(); ++i) {
+        const char x = text[i];
+        if (x == '\'' && i + 1 < text.size() && text[i - 1] == ' ' && text[i + 1] == ' ') {
+            out.pop_back();
+            text[++i] = '\0';
+        }
+        out.push_back(x);
+    }
+    return out;
+}
+
+// " 's", " 'm", " 're", " 've": the space goes (" 't", " 'd", " 'll" keep it).
+std::string drop_space_before_contractions(const std::string& text) {
+    std::string out(1, text[0]);
+    const size_t n = text.size();
+    for (size_t i = 1; i < n; ++i) {
+        const char x = text[i];
+        if (text[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+            const char x1 = text[i + 1];
+            const char x2 = i + 2 < n ? text[i + 2] : '\0';
+            const bool drop = x1 == 's' || x1 == 'm' ||
+                              (i + 2 < n && ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')));
+            if (drop) out.pop_back();
+        }
+        out.push_back(x);
+    }
+    return out;
+}
+
 }  // namespace
 
 std::vector<std::string> build_piece_table(const Vocab& vocab, const ByteLevelCodec& codec) {
@@ -81,48 +128,8 @@ std::vector<std::string> build_piece_table(const Vocab& vocab, const ByteLevelCo
 }
 
 std::string clean_up_spaces(std::string text) {
-    const auto is_cut_punct = [](char c) { return c == '?' || c == '!' || c == '.' || c == ','; };
     if (text.empty()) return text;
-
-    // " ?", " !", " .", " ,": the space goes.
-    std::string out(1, text[0]);
-    for (size_t i = 1; i < text.size(); ++i) {
-        if (text[i - 1] == ' ' && is_cut_punct(text[i])) out.pop_back();
-        out.push_back(text[i]);
-    }
-
-    // " ' ": both spaces go. The space after is consumed (llama.cpp overwrites it with NUL, so
-    // it no longer counts as a space for the next character).
-    text.swap(out);
-    out.assign(1, text[0]);
-    for (size_t i = 1; i < text.size(); ++i) {
-        const char x = text[i];
-        if (x == '\'' && i + 1 < text.size() && text[i - 1] == ' ' && text[i + 1] == ' ') {
-            out.pop_back();
-            text[++i] = '\0';
-        }
-        out.push_back(x);
-    }
-
-    // " 's", " 'm", " 're", " 've": the space goes (" 't", " 'd", " 'll" keep it).
-    text.swap(out);
-    out.assign(1, text[0]);
-    const size_t n = text.size();
-    for (size_t i = 1; i < n; ++i) {
-        const char x = text[i];
-        if (text[i - 1] == ' ' && x == '\'' && i + 1 < n) {
-            const char x1 = text[i + 1];
-            const bool two = i + 2 < n;
-            if (x1 == 's' || x1 == 'm') {
-                out.pop_back();
-            } else if (x1 != 't' && x1 != 'd' && two) {
-                const char x2 = text[i + 2];
-                if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) out.pop_back();
-            }
-        }
-        out.push_back(x);
-    }
-    return out;
+    return drop_space_before_contractions(drop_spaces_around_quote(drop_space_before_punct(text)));
 }
 
 }  // namespace troupe

@@ -78,7 +78,8 @@ void SpmEncoder::append_bytes(std::string_view bytes, std::vector<int32_t>& out)
     }
 }
 
-void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out, TokenCache* cache) const {
+void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out,
+                        TokenCache::Session* cache) const {
     Scratch scratch;
     size_t chunk = 0, prev = 0;
     for (size_t pos = 0; pos < text.size(); pos += char_len(text, pos)) {
@@ -93,11 +94,11 @@ void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out, TokenC
 }
 
 void SpmEncoder::encode_chunk(std::string_view text, std::vector<int32_t>& out, Scratch& scratch,
-                              TokenCache* cache) const {
+                              TokenCache::Session* cache) const {
     if (cache && cache->lookup(text, out)) return;
     const size_t n0 = out.size();
     merge_chunk(text, out, scratch);
-    if (cache) cache->insert(text, std::span(out).subspan(n0));
+    if (cache) cache->remember(text, std::span(out).subspan(n0));
 }
 
 void SpmEncoder::merge_chunk(std::string_view text, std::vector<int32_t>& out,

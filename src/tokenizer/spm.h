@@ -31,15 +31,16 @@ class SpmEncoder {
     // `vocab` must outlive the encoder.
     explicit SpmEncoder(const Vocab& vocab);
 
-    // Appends the tokens of `text` to `out`, using and filling `cache` (may be null) per chunk.
+    // Appends the tokens of `text` to `out`, using and filling the word cache (may be null)
+    // chunk by chunk.
     // Throws troupe::Error when a byte has to be written as a byte token and the vocabulary
     // has neither <0xXX>, the byte itself nor <unk>.
-    void encode(std::string_view text, std::vector<int32_t>& out, TokenCache* cache) const;
+    void encode(std::string_view text, std::vector<int32_t>& out, TokenCache::Session* cache) const;
 
   private:
     struct Scratch;
     void encode_chunk(std::string_view text, std::vector<int32_t>& out, Scratch& scratch,
-                      TokenCache* cache) const;
+                      TokenCache::Session* cache) const;
     void merge_chunk(std::string_view text, std::vector<int32_t>& out, Scratch& scratch) const;
     void append_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 

@@ -58,7 +58,8 @@ void Tokenizer::encode_raw(std::string_view text, bool after_special,
         buf.reserve(text.size() * 3 / 2 + 4);
         append_escaped_spaces(flags.add_space_prefix && after_special ? " " : "", buf);
         append_escaped_spaces(text, buf);
-        spm_->encode(buf, out, &cache_);
+        TokenCache::Session cache(cache_);
+        spm_->encode(buf, out, &cache);
         return;
     }
     if (flags.escape_whitespaces) {
@@ -71,12 +72,13 @@ void Tokenizer::encode_raw(std::string_view text, bool after_special,
     pre_->split(buf, words);
     BpeScratch scratch;
     const std::string_view s = buf;
+    TokenCache::Session cache(cache_);
     for (const TextSpan w : words) {
         const std::string_view word = s.substr(w.begin, w.end - w.begin);
-        if (cache_.lookup(word, out)) continue;
+        if (cache.lookup(word, out)) continue;
         const size_t n0 = out.size();
         bpe_->encode_word(word, out, scratch);
-        cache_.insert(word, std::span(out).subspan(n0));
+        cache.remember(word, std::span(out).subspan(n0));
     }
 }
 

@@ -65,6 +65,8 @@ class Tokenizer {
     int32_t bos() const { return vocab_.special().bos; }  // -1 when absent
     int32_t eos() const { return vocab_.special().eos; }
     int32_t eot() const { return vocab_.special().eot; }
+    int32_t pad() const { return vocab_.special().pad; }
+    int32_t unk() const { return vocab_.special().unk; }
     bool add_bos() const { return vocab_.flags().add_bos; }
     bool add_eos() const { return vocab_.flags().add_eos; }
     // End of generation: EOS, EOT, EOM, and the end-of-turn tokens llama.cpp finds by text

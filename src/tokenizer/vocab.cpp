@@ -33,11 +33,6 @@ uint32_t attr_of_type(int64_t type) {
     }
 }
 
-template <size_t N>
-bool is_one_of(std::string_view s, const std::array<std::string_view, N>& list) {
-    return std::find(list.begin(), list.end(), s) != list.end();
-}
-
 bool contains_any(std::string_view s, std::initializer_list<std::string_view> parts) {
     for (const std::string_view p : parts)
         if (s.find(p) != std::string_view::npos) return true;
@@ -100,6 +95,7 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     v.read_tokens(f);
     v.read_special_ids(f);
     v.find_special_by_text();
+    v.mark_unused();
     v.build_eog_set();
     v.build_special_list();
     v.set_strip_attrs(f);
@@ -213,39 +209,43 @@ void Vocab::mark_control(int32_t id) {
     attrs_[size_t(id)] |= token_attr::kControl;
 }
 
+// llama.cpp takes the first match in its hash map's order, which cannot be reproduced; the
+// order of its lists is the intent (<|eot_id|> before <|end_of_text|>, <|im_end|> before
+// <|endoftext|>) and gives the same choice on Llama 3, Qwen 2 and Phi-3.
 void Vocab::find_special_by_text() {
-    const auto detect = [&](int32_t id, int32_t& slot, const auto& texts) {
-        if (slot < 0 && is_one_of(texts_[size_t(id)], texts)) {
-            slot = id;
-            mark_control(id);
+    const auto detect = [&](int32_t& slot, const auto& texts) {
+        if (slot >= 0) return;  // named by the file
+        for (const std::string_view t : texts) {
+            if (const int32_t id = find(t); id >= 0) {
+                slot = id;
+                mark_control(id);
+                return;
+            }
         }
     };
-    for (int32_t id = 0; id < n_tokens(); ++id) {
-        if (find(texts_[size_t(id)]) != id) continue;  // a duplicate text: the last id counts
-        detect(id, special_.eot, kEotTexts);
-        detect(id, special_.eom, kEomTexts);
-        detect(id, special_.fim_pre, kFimPreTexts);
-        detect(id, special_.fim_suf, kFimSufTexts);
-        detect(id, special_.fim_mid, kFimMidTexts);
-        detect(id, special_.fim_pad, kFimPadTexts);
-        detect(id, special_.fim_rep, kFimRepTexts);
-        detect(id, special_.fim_sep, kFimSepTexts);
-    }
+    detect(special_.eot, kEotTexts);
+    detect(special_.eom, kEomTexts);
+    detect(special_.fim_pre, kFimPreTexts);
+    detect(special_.fim_suf, kFimSufTexts);
+    detect(special_.fim_mid, kFimMidTexts);
+    detect(special_.fim_pad, kFimPadTexts);
+    detect(special_.fim_rep, kFimRepTexts);
+    detect(special_.fim_sep, kFimSepTexts);
 }
 
 void Vocab::build_eog_set() {
     std::set<int32_t> eog;
     for (const int32_t id : {special_.fim_pad, special_.fim_rep, special_.fim_sep})
         if (id >= 0) eog.insert(id);
-    for (int32_t id = 0; id < n_tokens(); ++id) {
-        const std::string& t = texts_[size_t(id)];
-        if (find(t) != id) continue;
-        if (is_one_of(t, kEogTexts)) {
+    for (const std::string_view t : kEogTexts) {
+        if (const int32_t id = find(t); id >= 0) {
             eog.insert(id);
             mark_control(id);
         }
-        if (is_one_of(t, kAlwaysRenderedTexts)) attrs_[size_t(id)] = token_attr::kUserDefined;
     }
+    // gpt-oss's channel markup must always be rendered.
+    for (const std::string_view t : kAlwaysRenderedTexts)
+        if (const int32_t id = find(t); id >= 0) attrs_[size_t(id)] = token_attr::kUserDefined;
     for (const int32_t id : {special_.eos, special_.eot, special_.eom})
         if (id >= 0) eog.insert(id);
 
@@ -270,6 +270,14 @@ void Vocab::build_eog_set() {
         attrs_[size_t(s_id)] = token_attr::kNormal;
     }
     eog_ids_.assign(eog.begin(), eog.end());
+}
+
+// Control tokens named "...unused..." are placeholders (llama.cpp marks them unused).
+void Vocab::mark_unused() {
+    for (int32_t id = 0; id < n_tokens(); ++id)
+        if ((attrs_[size_t(id)] & token_attr::kControl) &&
+            texts_[size_t(id)].find("unused") != std::string::npos)
+            attrs_[size_t(id)] |= token_attr::kUnused;
 }
 
 void Vocab::build_special_list() {

@@ -77,6 +77,7 @@ class Vocab {
     uint32_t attr(int32_t id) const { return attrs_[size_t(id)]; }
     // The id whose text is `text` (the last one if several share it), or -1.
     int32_t find(std::string_view text) const { return ids_.find(text); }
+    const StringIdMap& ids() const { return ids_; }  // text -> id, for batched lookups
 
     const SpecialIds& special() const { return special_; }
     const VocabFlags& flags() const { return flags_; }
@@ -94,6 +95,7 @@ class Vocab {
     void read_tokens(const GgufFile& f);
     void read_special_ids(const GgufFile& f);
     void find_special_by_text();
+    void mark_unused();
     void build_eog_set();
     void build_special_list();
     void set_strip_attrs(const GgufFile& f);

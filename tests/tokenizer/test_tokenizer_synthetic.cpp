@@ -122,6 +122,9 @@ TEST(SpmSynthetic, SpecialIdsAndEndOfGeneration) {
     const Loaded t(spm_vocab());
     EXPECT_EQ(t->bos(), 1);
     EXPECT_EQ(t->eos(), 2);
+    EXPECT_EQ(t->unk(), 0);
+    EXPECT_EQ(t->pad(), -1);
+    EXPECT_EQ(t->eot(), -1);
     EXPECT_TRUE(t->add_bos());
     EXPECT_FALSE(t->add_eos());
     EXPECT_TRUE(t->is_eog(2));
@@ -209,7 +212,7 @@ TEST(BpeSynthetic, SpecialTokensAndEndOfGeneration) {
     EXPECT_TRUE(t->is_eog(9));
     EXPECT_EQ(t->token_to_piece(11), "");
     EXPECT_EQ(t->token_to_piece(11, true), "<|im_end|>");
-    EXPECT_EQ(t->eot(), 9);   // the first end-of-turn text found, by id
+    EXPECT_EQ(t->eot(), 11);  // by llama.cpp's list order: <|im_end|> before <|endoftext|>
     EXPECT_EQ(t->bos(), 11);  // llama.cpp's default BOS for gpt2 vocabularies
     EXPECT_FALSE(t->add_bos());
 }

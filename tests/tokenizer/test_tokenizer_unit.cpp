@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tokenizer/byte_level.h"
@@ -12,6 +13,7 @@
 #include "tokenizer/pieces.h"
 #include "tokenizer/pre_presets.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/token_cache.h"
 #include "tokenizer/utf8.h"
 
 namespace troupe {
@@ -140,6 +142,82 @@ TEST(Lookup, PairMapKeepsTheFirstInsertion) {
     EXPECT_EQ(m.find(300, 0), nullptr);
     EXPECT_EQ(m.find(-1, 0), nullptr);
     EXPECT_EQ(m.size(), 3000u);
+}
+
+// ---- word cache
+
+std::string numbered(char prefix, int i) {
+    std::string w(1, prefix);
+    w += std::to_string(i);
+    return w;
+}
+
+std::vector<int32_t> ids_of(const std::string& word) {
+    std::vector<int32_t> ids;
+    for (const char c : word) ids.push_back(int32_t(uint8_t(c)));
+    return ids;
+}
+
+TEST(TokenCache, RemembersWordsAcrossSessions) {
+    TokenCache cache;
+    {
+        TokenCache::Session s(cache);
+        std::vector<int32_t> out;
+        EXPECT_FALSE(s.lookup("hello", out));
+        s.remember("hello", std::vector<int32_t>{7, 8});
+        s.remember(std::string(TokenCache::kMaxKeyBytes + 1, 'x'), std::vector<int32_t>{1});
+    }
+    EXPECT_EQ(cache.size(), 1u);  // the over-long word is not kept
+    TokenCache::Session s(cache);
+    std::vector<int32_t> out = {1};
+    EXPECT_TRUE(s.lookup("hello", out));
+    EXPECT_EQ(out, (std::vector<int32_t>{1, 7, 8}));
+    EXPECT_FALSE(s.lookup("hell", out));
+}
+
+TEST(TokenCache, PublishesInBatchesAndEmptiesWhenFull) {
+    TokenCache cache(100);
+    {
+        TokenCache::Session s(cache);
+        for (size_t i = 0; i < TokenCache::kPublishEvery; ++i) {
+            const std::string w = numbered('w', int(i));
+            s.remember(w, ids_of(w));
+        }
+        std::vector<int32_t> out;
+        EXPECT_TRUE(s.lookup("w0", out));  // published during the session
+    }
+    {
+        TokenCache::Session s(cache);
+        for (int i = 0; i < 150; ++i) {
+            const std::string w = numbered('v', i);
+            s.remember(w, ids_of(w));
+        }
+    }
+    EXPECT_LE(cache.size(), 100u);
+    cache.clear();
+    EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(TokenCache, ConcurrentSessionsAgree) {
+    TokenCache cache(1000);
+    const auto work = [&] {
+        for (int round = 0; round < 50; ++round) {
+            TokenCache::Session s(cache);
+            for (int i = 0; i < 200; ++i) {
+                const std::string w = std::to_string((i * 7 + round) % 300);
+                std::vector<int32_t> out;
+                if (s.lookup(w, out)) {
+                    EXPECT_EQ(out, ids_of(w));
+                } else {
+                    s.remember(w, ids_of(w));
+                }
+            }
+        }
+    };
+    std::thread a(work), b(work);
+    a.join();
+    b.join();
+    EXPECT_LE(cache.size(), 300u);
 }
 
 // ---- HF clean-up of spaces

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,14 @@ TEST_F(RealVocab, EndOfGenerationSets) {
     EXPECT_EQ(get("starcoder").vocab().eog_ids(), (Ids{0, 4}));  // <|endoftext|>, <fim_pad>
 }
 
+TEST_F(RealVocab, EndOfTurnTokens) {
+    EXPECT_EQ(get("llama-bpe").eot(), 128009);  // <|eot_id|>
+    EXPECT_EQ(get("qwen2").eot(), 151645);      // <|im_end|>
+    EXPECT_EQ(get("phi-3").eot(), 32007);       // <|end|>
+    EXPECT_EQ(get("deepseek-coder").eot(), 32014);
+    EXPECT_EQ(get("llama-spm").eot(), -1);
+}
+
 // Streams the tokens of `text` one at a time; the pieces must be valid UTF-8, some must have
 // been held back, and together they must give `expected`.
 void expect_streams(const Tokenizer& t, const std::string& text, const std::string& expected) {
@@ -102,6 +111,45 @@ TEST_F(RealVocab, StreamingNeverSplitsACharacter) {
     expect_streams(get("gpt-2"), text, text);
     expect_streams(get("gemma-4"), text, text);
     expect_streams(get("llama-spm"), text, " " + text);  // SentencePiece's leading space stays
+}
+
+// Arbitrary bytes, mixed with pieces of chat markup, never break tokenization: ids are in range,
+// streaming gives valid UTF-8, and SentencePiece with byte fallback gives the bytes back.
+TEST_F(RealVocab, ArbitraryBytesNeverBreakTheTokenizer) {
+    const std::vector<std::string> bits = {"<|im_start|>", "</s>", "<s>", "<|",
+                                           "|>",           " ",    "\n",  "\xE2\x96",
+                                           "\xF0\x9F\xA6", "a",    "é",   "1"};
+    std::mt19937 rng(42);
+    for (const char* name : {"llama-spm", "qwen2", "gemma-4", "deepseek-llm", "phi-3"}) {
+        const Tokenizer& t = get(name);
+        for (int round = 0; round < 150; ++round) {
+            std::string text;
+            const int n = int(rng() % 60);
+            for (int i = 0; i < n; ++i) {
+                if (rng() % 3 == 0)
+                    text += bits[rng() % bits.size()];
+                else
+                    text.push_back(char(rng() % 256));
+            }
+            for (const bool special : {false, true}) {
+                const Ids ids = t.tokenize(text, special, special);
+                for (const int32_t id : ids) ASSERT_TRUE(id >= 0 && id < t.n_vocab()) << name;
+                StreamDecoder d(t, special);
+                std::string streamed;
+                for (const int32_t id : ids) streamed += d.push(id);
+                streamed += d.flush();
+                EXPECT_TRUE(utf8::is_valid(streamed)) << name;
+                EXPECT_NO_THROW(t.detokenize(ids, special));
+            }
+            // SentencePiece sizes a character by its lead byte (as llama.cpp does), so invalid
+            // UTF-8 can swallow the escaped space that follows; valid text comes back whole.
+            const std::string valid = utf8::sanitize(text);
+            if (std::string(name) == "llama-spm" &&
+                valid.find("\xE2\x96\x81") == std::string::npos) {
+                EXPECT_EQ(t.detokenize(t.tokenize(valid, false, false)), valid);
+            }
+        }
+    }
 }
 
 }  // namespace
