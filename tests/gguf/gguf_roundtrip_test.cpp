@@ -200,7 +200,7 @@ TEST(GgufRoundTrip, TensorPlacementForEveryAlignment) {
             EXPECT_EQ(t.offset % align, 0u);
             const auto want = pattern(spec_bytes(specs[k]), uint8_t(k + 1));
             ASSERT_EQ(t.n_bytes, want.size());
-            EXPECT_EQ(0, std::memcmp(t.data, want.data(), want.size())) << t.name;
+            if (!want.empty()) EXPECT_EQ(0, std::memcmp(t.data, want.data(), want.size())) << t.name;
             for (size_t p = t.n_bytes; p % align; ++p)  // padding after the tensor is zero
                 ASSERT_EQ(bytes[g->data_offset() + t.offset + p], 0)
                     << t.name << " align " << align;
