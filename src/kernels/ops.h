@@ -20,10 +20,10 @@ namespace troupe::ops {
 // A weight matrix as stored in the model file: n_out rows of n_in values each, in `type`.
 struct Weight {
     DType type = DType::F32;
-    int64_t n_in = 0;        // values per row (the reduction dimension)
-    int64_t n_out = 0;       // rows
+    int64_t n_in = 0;   // values per row (the reduction dimension)
+    int64_t n_out = 0;  // rows
     const uint8_t* data = nullptr;
-    size_t row_stride = 0;   // bytes between rows (row_bytes(type, n_in) for file tensors)
+    size_t row_stride = 0;  // bytes between rows (row_bytes(type, n_in) for file tensors)
 };
 
 // y[t, o] = sum_i w[o, i] * x[t, i].   x: [n_tokens, w.n_in], y: [n_tokens, w.n_out].
@@ -47,17 +47,27 @@ enum class RopeMode { Norm, Neox };
 struct RopeParams {
     int n_rot = 0;
     float freq_base = 10000.0f;
-    float freq_scale = 1.0f;        // 1 / linear scaling factor
-    float ext_factor = 0.0f;        // YaRN extrapolation mix (0 = off)
-    float attn_factor = 1.0f;       // YaRN magnitude scaling
+    float freq_scale = 1.0f;   // 1 / linear scaling factor
+    float ext_factor = 0.0f;   // YaRN extrapolation mix (0 = off)
+    float attn_factor = 1.0f;  // YaRN magnitude scaling
     float beta_fast = 32.0f;
     float beta_slow = 1.0f;
-    int n_ctx_orig = 0;             // training context (YaRN)
+    int n_ctx_orig = 0;                   // training context (YaRN)
     const float* freq_factors = nullptr;  // [n_rot / 2] or null (Llama 3.1 rope_freqs)
     RopeMode mode = RopeMode::Norm;
 };
 void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim,
           const RopeParams& p);
+
+// The same rotation in two steps, so that a forward pass computes the angles once per
+// position and reuses them for Q and K of every layer (rope() evaluates n_rot / 2 sines and
+// cosines per row and call).
+// rope_angles: table[r, 0 .. n_rot/2) = cos, table[r, n_rot/2 .. n_rot) = sin of row r's
+// angles (bit-identical to rope()'s).   pos: [n_rows], table: [n_rows, p.n_rot].
+void rope_angles(const int32_t* pos, int64_t n_rows, const RopeParams& p, float* table);
+// rope_apply: rotates x: [n_rows, n_heads, head_dim] in place by table: [n_rows, p.n_rot].
+void rope_apply(float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
+                const RopeParams& p);
 
 // out[i] = silu(gate[i]) * up[i].   All [n].  out may alias gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
@@ -87,8 +97,8 @@ struct KvLayerView {
 // Writes K and V of n rows at positions pos[r] of one sequence, through its block table
 // (position p lives in block block_table[p / block_size], slot p % block_size).
 // k, v: [n, n_kv_head * head_dim] f32; converted to kv.type.
-void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
-              const float* k, const float* v, int64_t n);
+void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
+              const float* v, int64_t n);
 
 // The queries of one sequence in a batch: n_q rows at consecutive positions first_pos,
 // first_pos + 1, ...; row r attends causally to positions [0, first_pos + r], whose K/V must
@@ -97,13 +107,13 @@ struct AttentionSeq {
     const int32_t* block_table = nullptr;  // [>= (first_pos + n_q + block_size - 1) / block_size]
     int first_pos = 0;
     int n_q = 0;
-    const float* q = nullptr;              // [n_q, n_head, head_dim]
-    float* out = nullptr;                  // [n_q, n_head, head_dim]
+    const float* q = nullptr;  // [n_q, n_head, head_dim]
+    float* out = nullptr;      // [n_q, n_head, head_dim]
 };
 
 // Scaled dot-product attention with grouped KV heads (query head h reads kv head
 // h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch.
-void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
-               float scale, ThreadPool* pool);
+void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head, float scale,
+               ThreadPool* pool);
 
 }  // namespace troupe::ops

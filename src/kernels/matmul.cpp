@@ -1,5 +1,4 @@
-// Dispatch of the ops to their kernels. Until the SIMD kernels land, the scalar references
-// run here, split across the thread pool where the work is large.
+// Matrix products (SIMD kernels pending): the scalar reference split over the pool.
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -33,38 +32,6 @@ void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadP
 
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out) {
     ref::get_rows(w, ids, n_ids, out);
-}
-
-void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
-              float eps) {
-    ref::rms_norm(x, weight, y, n_rows, dim, eps);
-}
-
-void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim,
-          const RopeParams& p) {
-    ref::rope(x, pos, n_rows, n_heads, head_dim, p);
-}
-
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-    ref::swiglu(gate, up, out, n);
-}
-
-void add_inplace(float* y, const float* x, int64_t n) { ref::add_inplace(y, x, n); }
-
-void softmax(float* x, int64_t n) { ref::softmax(x, n); }
-
-void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
-              const float* k, const float* v, int64_t n) {
-    ref::kv_store(kv, block_table, pos, k, v, n);
-}
-
-void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
-               float scale, ThreadPool* pool) {
-    auto task = [&](int64_t s, int) { ref::attention(kv, seqs + s, 1, n_head, scale); };
-    if (pool)
-        pool->run(n_seqs, task);
-    else
-        for (int s = 0; s < n_seqs; ++s) task(s, 0);
 }
 
 }  // namespace troupe::ops
