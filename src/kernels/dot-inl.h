@@ -34,10 +34,12 @@ template <class D32, class V8>
 HWY_INLINE hn::Vec<D32> DotU8I8(D32 /*d32*/, V8 a, V8 b, hn::Vec<D32> acc) {
     if constexpr (sizeof(a.raw) == 64) {
         return hn::Vec<D32>{_mm512_dpbusd_epi32(acc.raw, a.raw, b.raw)};
-    } else if constexpr (sizeof(a.raw) == 32) {
-        return hn::Vec<D32>{_mm256_dpbusd_epi32(acc.raw, a.raw, b.raw)};
     } else {
-        return hn::Vec<D32>{_mm_dpbusd_epi32(acc.raw, a.raw, b.raw)};
+        // The EVEX form, written out: with Highway's target string (which enables AVX-VNNI)
+        // the compiler would pick the VEX form, which Ice Lake does not have.
+        auto r = acc.raw;
+        asm("%{evex%} vpdpbusd %[b], %[a], %[r]" : [r] "+v"(r) : [a] "v"(a.raw), [b] "v"(b.raw));
+        return hn::Vec<D32>{r};
     }
 }
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3

@@ -31,7 +31,22 @@ bool HasKernel(DType type) {
     (void)type;
     return false;
 #else
-    return type == DType::Q8_0;
+    switch (type) {
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q5_0:
+        case DType::Q4_1:
+        case DType::Q5_1:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K:
+            return true;
+        default:
+            return false;
+    }
 #endif
 }
 
@@ -39,17 +54,8 @@ bool HasKernel(DType type) {
 void MatmulTile(const ops::Weight& w, const uint8_t* act, const ops::ActLayout& l, int64_t t0,
                 int64_t t1, int64_t o0, int64_t o1, float* y) {
 #if HWY_TARGET != HWY_SCALAR
-    for (int64_t t = t0; t < t1; ++t) {
-        const uint8_t* a = act + size_t(t) * l.row_bytes;
-        float* yt = y + t * w.n_out + o0;
-        switch (w.type) {
-            case DType::Q8_0:
-                GemvRowsQ8_0(w.data, w.row_stride, o0, o1, a, l, yt);
-                break;
-            default:
-                break;
-        }
-    }
+    for (int64_t t = t0; t < t1; ++t)
+        GemvAnyType(w, o0, o1, act + size_t(t) * l.row_bytes, l, y + t * w.n_out + o0);
 #else
     (void)w, (void)act, (void)l, (void)t0, (void)t1, (void)o0, (void)o1, (void)y;
 #endif

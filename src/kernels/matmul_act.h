@@ -20,7 +20,8 @@ struct ActLayout {
     int64_t n_in = 0;
     int64_t n_blocks = 0;  // 32-value blocks (Q8_0, Q8_1) or 256-value blocks (Q8_K)
     // Within a row:
-    //   values at 0: float [n_in] (F32), uint16 [n_in] (F16, BF16 bits), int8 [n_in] (Q8_*)
+    //   values at 0: float [n_in] (F32; F16 and BF16: the floats of the rounded 16-bit
+    //                values, so the kernels do not convert them per row), int8 [n_in] (Q8_*)
     //   scale_offset: float [n_blocks], the block scale d (Q8_0/Q8_1: f16-rounded)
     //   sum_offset: Q8_0: int32 [n_blocks] sum of the block's values;
     //               Q8_1: float [n_blocks] s (f16-rounded d * sum);
@@ -40,11 +41,9 @@ inline ActLayout act_layout(DType act, int64_t n_in) {
     l.n_in = n_in;
     switch (act) {
         case DType::F32:
-            l.row_bytes = round_up_64(size_t(n_in) * 4);
-            break;
         case DType::F16:
         case DType::BF16:
-            l.row_bytes = round_up_64(size_t(n_in) * 2);
+            l.row_bytes = round_up_64(size_t(n_in) * 4);
             break;
         case DType::Q8_0:
         case DType::Q8_1:

@@ -114,16 +114,19 @@ void QuantizeRowQ8K(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT row,
     }
 }
 
-void ConvertRowF16(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT row, int64_t n, bool bf16) {
+// The floats of x rounded to f16 (or bf16) and back: the values the reference multiplies.
+void RoundRowF16(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT row, int64_t n, bool bf16) {
     const hn::ScalableTag<float> df;
-    const hn::Rebind<uint16_t, decltype(df)> du16;
     const size_t N = hn::Lanes(df);
-    auto* out = reinterpret_cast<uint16_t*>(row);
-    auto convert = [&](auto v) { return bf16 ? BF16BitsFromF32(df, v) : F16BitsFromF32(df, v); };
+    auto* out = reinterpret_cast<float*>(row);
+    auto round = [&](auto v) {
+        return bf16 ? F32FromBF16Bits(df, BF16BitsFromF32(df, v))
+                    : F32FromF16Bits(df, F16BitsFromF32(df, v));
+    };
     size_t i = 0;
-    for (; i + N <= size_t(n); i += N) hn::StoreU(convert(hn::LoadU(df, x + i)), du16, out + i);
+    for (; i + N <= size_t(n); i += N) hn::StoreU(round(hn::LoadU(df, x + i)), df, out + i);
     if (i < size_t(n))
-        StoreTail(du16, convert(LoadTail(df, x + i, size_t(n) - i)), out + i, size_t(n) - i);
+        StoreTail(df, round(LoadTail(df, x + i, size_t(n) - i)), out + i, size_t(n) - i);
 }
 
 // One activation row of l.n_in floats into l's layout.
@@ -137,9 +140,9 @@ void QuantizeActRow(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT row,
         case DType::Q8_K:
             return QuantizeRowQ8K(x, row, l);
         case DType::F16:
-            return ConvertRowF16(x, row, l.n_in, false);
+            return RoundRowF16(x, row, l.n_in, false);
         case DType::BF16:
-            return ConvertRowF16(x, row, l.n_in, true);
+            return RoundRowF16(x, row, l.n_in, true);
         default:
             std::memcpy(row, x, size_t(l.n_in) * sizeof(float));
             return;

@@ -1,5 +1,6 @@
 #include "kernels/thread_pool.h"
 
+#include <chrono>
 #include <cstdlib>
 
 #include "util/error.h"
@@ -9,9 +10,9 @@ namespace troupe {
 namespace {
 
 // Spinning keeps a worker's wake-up latency at a few hundred nanoseconds while the forward
-// pass dispatches op after op; after this many polls (roughly 50-200 us) it sleeps instead,
-// so an idle engine costs no CPU.
-constexpr int kSpinsBeforeSleep = 1 << 14;
+// pass dispatches op after op; after spinning this long without work it sleeps instead, so
+// an idle engine costs no CPU (and other processes get the core).
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(100);
 // Waiting for other threads that may have been descheduled: yield the core now and then.
 constexpr int kSpinsBeforeYield = 1 << 10;
 
@@ -85,9 +86,11 @@ void ThreadPool::execute(int thread) {
 }
 
 void ThreadPool::wait_for_generation(uint32_t seen) {
-    for (int i = 0; i < kSpinsBeforeSleep; ++i) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    for (int i = 1;; ++i) {
         if (generation_.load(std::memory_order_acquire) != seen) return;
         cpu_relax();
+        if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) break;
     }
     // Announce the sleep before re-checking (seq_cst on both sides): either the owner sees
     // n_sleeping_ > 0 and notifies, or the futex wait sees the new generation.

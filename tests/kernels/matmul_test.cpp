@@ -68,16 +68,19 @@ void expect_matmul_near(const TestWeight& tw, const std::vector<float>& x, const
         }
 }
 
+// One weight matrix and input, the reference output computed once, then every target.
 void check_matmul(DType type, int64_t n_in, int64_t n_out, int64_t n_tokens, ThreadPool* pool,
                   size_t offset) {
     const TestWeight tw = make_weight(type, n_in, n_out, uint32_t(n_in * 7 + n_out), offset);
     const auto x = random_floats(size_t(n_in * n_tokens), uint32_t(n_tokens + n_in), -2.0f, 2.0f);
-    std::vector<float> want(size_t(n_out * n_tokens));
+    std::vector<float> want(static_cast<size_t>(n_out * n_tokens));
     ops::ref::matmul(tw.w, x.data(), want.data(), n_tokens);
     OffsetBuffer<float> xb(x.size(), offset % 4), y(want.size(), 1);
     xb.assign(x);
-    ops::matmul(tw.w, xb.data(), y.data(), n_tokens, pool);
-    expect_matmul_near(tw, x, y.data(), want.data(), n_tokens);
+    for_each_target([&] {
+        ops::matmul(tw.w, xb.data(), y.data(), n_tokens, pool);
+        expect_matmul_near(tw, x, y.data(), want.data(), n_tokens);
+    });
 }
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
@@ -85,37 +88,29 @@ const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                         DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST(Matmul, MatchesReferenceOnEveryTarget) {
-    ThreadPool pool(3);
-    for_each_target([&] {
-        for (DType type : kTypes) {
-            const int64_t bs = traits(type).block_size == 1 ? 32 : traits(type).block_size;
-            for (int64_t n_in : {bs, 2 * bs, 3 * bs, bs == QK_K ? int64_t(1536) : int64_t(576)})
-                for (int64_t n_out : {1, 3, 4, 5, 17, 33, 64})
-                    for (int64_t n_tokens : {1, 2, 3, 5}) {
-                        check_matmul(type, n_in, n_out, n_tokens, n_out % 2 ? &pool : nullptr,
-                                     size_t(n_out % 3));
-                    }
-        }
-    });
+    ThreadPool pool(2);
+    for (DType type : kTypes) {
+        const int64_t bs = traits(type).block_size == 1 ? 32 : traits(type).block_size;
+        for (int64_t n_in : {bs, 2 * bs, 3 * bs, bs == QK_K ? int64_t(1536) : int64_t(576)})
+            for (int64_t n_out : {1, 3, 4, 5, 17, 33, 64})
+                for (int64_t n_tokens : {1, 2, 3, 5})
+                    check_matmul(type, n_in, n_out, n_tokens, n_out % 2 ? &pool : nullptr,
+                                 size_t(n_out % 3));
+    }
 }
 
 TEST(Matmul, PlainTypesAnyLength) {
     // F32, F16 and BF16 rows may have any length (block size 1).
     ThreadPool pool(2);
-    for_each_target([&] {
-        for (DType type : {DType::F32, DType::F16, DType::BF16})
-            for (int64_t n_in : {1, 3, 7, 15, 16, 17, 31, 33, 47, 65, 100})
-                check_matmul(type, n_in, 9, 2, &pool, 2);
-    });
+    for (DType type : {DType::F32, DType::F16, DType::BF16})
+        for (int64_t n_in : {1, 3, 7, 15, 16, 17, 31, 33, 47, 65, 100})
+            check_matmul(type, n_in, 9, 2, &pool, 2);
 }
 
 TEST(Matmul, BatchedShapesOfTheModel) {
     ThreadPool pool(2);
-    for_each_target([&] {
-        for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16})
-            for (int64_t n_tokens : {4, 8, 16, 37})
-                check_matmul(type, 256 * 3, 80, n_tokens, &pool, 0);
-    });
+    for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16})
+        for (int64_t n_tokens : {4, 8, 16, 37}) check_matmul(type, 256 * 3, 80, n_tokens, &pool, 0);
 }
 
 TEST(Matmul, UnsupportedTypeIsAnError) {
