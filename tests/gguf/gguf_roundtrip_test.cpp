@@ -2,6 +2,7 @@
 // 2 and 3, custom alignments, tensor placement; and the writer's own validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -200,7 +201,7 @@ TEST(GgufRoundTrip, TensorPlacementForEveryAlignment) {
             EXPECT_EQ(t.offset % align, 0u);
             const auto want = pattern(spec_bytes(specs[k]), uint8_t(k + 1));
             ASSERT_EQ(t.n_bytes, want.size());
-            EXPECT_EQ(0, std::memcmp(t.data, want.data(), want.size())) << t.name;
+            EXPECT_TRUE(std::equal(want.begin(), want.end(), t.data)) << t.name;
             for (size_t p = t.n_bytes; p % align; ++p)  // padding after the tensor is zero
                 ASSERT_EQ(bytes[g->data_offset() + t.offset + p], 0)
                     << t.name << " align " << align;
