@@ -244,6 +244,16 @@ TEST(GgufRoundTrip, WriteFileAndOpen) {
     EXPECT_EQ(g->file_size(), w.write_bytes().size());
     EXPECT_EQ(g->find_tensor("h")->data[1], 0x3c);
     std::filesystem::remove(path);
+    if (std::filesystem::exists("/dev/full")) {  // every write fails with ENOSPC
+        try {
+            w.write_file("/dev/full");
+            ADD_FAILURE() << "no error writing to /dev/full";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("/dev/full: write failed"), std::string::npos)
+                << e.what();
+        }
+        EXPECT_TRUE(std::filesystem::exists("/dev/full"));
+    }
     try {
         w.write_file("/nonexistent-dir/x.gguf");
         ADD_FAILURE() << "no error";
