@@ -78,9 +78,9 @@ void read_array(Cursor& c, GgufValue& v, int depth, std::string_view key) {
         v.raw = c.take(v.count * elem, "array data");
         return;
     }
-    // Strings and nested arrays need at least 8 bytes each: reject absurd counts before
-    // reserving memory for them.
-    if (v.count > c.remaining() / 8)
+    // A string needs at least 8 bytes (its length), a nested array 12 (type and count): reject
+    // absurd counts before reserving memory for them.
+    if (v.count > c.remaining() / (v.elem_type == GgufType::STRING ? 8 : 12))
         c.fail("metadata '" + std::string(key) + "': array of " + std::to_string(v.count) +
                " elements runs past the end of the file");
     if (v.elem_type == GgufType::STRING) {
@@ -320,7 +320,7 @@ void GgufFile::parse_all() {
     for (uint64_t k = 0; k < n_kv; ++k) {
         GgufKv kv;
         const uint64_t klen = c.read<uint64_t>("metadata key length");
-        if (klen == 0 || klen > kMaxKeyLength || klen > c.remaining())
+        if (klen == 0 || klen > kMaxKeyLength)  // a key cut by the end of file is truncation
             c.fail("metadata key #" + std::to_string(k) + " has invalid length " +
                    std::to_string(klen));
         kv.key = {reinterpret_cast<const char*>(c.take(klen, "metadata key")), size_t(klen)};
@@ -341,6 +341,9 @@ void GgufFile::parse_all() {
         alignment_ = uint32_t(a->u);
     }
 
+    // Checked again now that the metadata is read, before sizing the tensor table by it.
+    if (n_tensors > c.remaining() / 24)
+        c.fail("tensor count " + std::to_string(n_tensors) + " is larger than the file can hold");
     std::unordered_set<std::string_view> seen_tensors;
     tensors_.resize(size_t(n_tensors));
     for (uint64_t ti = 0; ti < n_tensors; ++ti) {
