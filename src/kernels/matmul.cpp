@@ -7,6 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
+#include "kernels/gemm-inl.h"
 #include "kernels/gemv-inl.h"
 #include "kernels/ops.h"
 #include "kernels/quantize_act-inl.h"
@@ -61,6 +62,61 @@ void MatmulTile(const ops::Weight& w, const uint8_t* act, const ops::ActLayout& 
 #endif
 }
 
+// The matrix-matrix path. Tokens are handled in packed vectors of GemmTokenLanes() tokens;
+// GemmPackedBytes() is the size of one packed vector (0: no matrix-matrix kernel here).
+size_t GemmTokenLanes() {
+#if HWY_TARGET != HWY_SCALAR
+    return TokenLanes();
+#else
+    return 1;
+#endif
+}
+
+size_t GemmPackedBytes(const ops::Weight& w, const ops::ActLayout& l) {
+#if HWY_TARGET != HWY_SCALAR
+    return HasGemm(w.type) ? PackLayout(l).stride : 0;
+#else
+    (void)w, (void)l;
+    return 0;
+#endif
+}
+
+// Converts tokens of packed vector tv (rows of x) into act and packs them into `packed`.
+void QuantizeAndPack(const float* x, const ops::ActLayout& l, int64_t tv, int64_t n_tokens,
+                     uint8_t* act, uint8_t* packed) {
+#if HWY_TARGET != HWY_SCALAR
+    const int64_t L = int64_t(TokenLanes());
+    const int64_t t0 = tv * L, t1 = t0 + L < n_tokens ? t0 + L : n_tokens;
+    QuantizeActRows(x, t0, t1, act, l);
+    const PackedActs p = PackLayout(l);
+    PackTokens(act, l, t0, t1 - t0, p, packed + size_t(tv) * p.stride);
+#else
+    (void)x, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
+#endif
+}
+
+// Per-thread scratch of GemmTile.
+size_t GemmScratch(const ops::Weight& w) {
+#if HWY_TARGET != HWY_SCALAR
+    return GemmScratchBytes(w);
+#else
+    (void)w;
+    return 0;
+#endif
+}
+
+// Rows [o0, o1) for all n_tokens tokens from the packed activations.
+void GemmTile(const ops::Weight& w, const ops::ActLayout& l, const uint8_t* packed,
+              int64_t n_tokens, int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
+#if HWY_TARGET != HWY_SCALAR
+    PackedActs p = PackLayout(l);
+    p.base = packed;
+    GemmAnyType(w, p, n_tokens, o0, o1, y, scratch);
+#else
+    (void)w, (void)l, (void)packed, (void)n_tokens, (void)o0, (void)o1, (void)y, (void)scratch;
+#endif
+}
+
 }  // namespace troupe::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -75,10 +131,19 @@ namespace troupe {
 HWY_EXPORT(QuantizeActRows);
 HWY_EXPORT(HasKernel);
 HWY_EXPORT(MatmulTile);
+HWY_EXPORT(GemmTokenLanes);
+HWY_EXPORT(GemmPackedBytes);
+HWY_EXPORT(QuantizeAndPack);
+HWY_EXPORT(GemmScratch);
+HWY_EXPORT(GemmTile);
 
 namespace ops {
 
 namespace {
+
+// From this many tokens on, matrix-matrix kernels (which repack each row group once per
+// call) beat one matrix-vector pass per token.
+constexpr int64_t kMinGemmTokens = 4;
 
 // Runs fn(task, thread) for n_tasks tasks on the pool, or inline without one.
 template <class F>
@@ -110,6 +175,20 @@ void matmul_fallback(const Weight& w, const float* x, float* y, int64_t n_tokens
     });
 }
 
+// 64-byte aligned scratch: the pool's shared buffer, or `local` without a pool.
+uint8_t* scratch_bytes(ThreadPool* pool, size_t bytes, std::vector<uint8_t>& local) {
+    if (pool) return static_cast<uint8_t*>(pool->shared_scratch(bytes));
+    local.resize(bytes + 64);
+    return reinterpret_cast<uint8_t*>(round_up_64(reinterpret_cast<uintptr_t>(local.data())));
+}
+
+// Splits n rows into about 4 tasks per thread, task sizes a multiple of `multiple`.
+int64_t rows_per_task(int64_t n, int n_threads, int64_t multiple) {
+    const int64_t n_tasks =
+        std::max<int64_t>(1, std::min<int64_t>((n + multiple - 1) / multiple, 4 * n_threads));
+    return ((n + n_tasks - 1) / n_tasks + multiple - 1) / multiple * multiple;
+}
+
 }  // namespace
 
 void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
@@ -118,24 +197,40 @@ void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadP
     if (!HWY_DYNAMIC_DISPATCH(HasKernel)(w.type)) return matmul_fallback(w, x, y, n_tokens, pool);
 
     const ActLayout l = act_layout(at, w.n_in);
+    const int n_threads = pool ? pool->size() : 1;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
     std::vector<uint8_t> local;
-    uint8_t* act;
-    if (pool) {
-        act = static_cast<uint8_t*>(pool->shared_scratch(act_bytes));
-    } else {
-        local.resize(act_bytes + 64);
-        act = reinterpret_cast<uint8_t*>(round_up_64(reinterpret_cast<uintptr_t>(local.data())));
+    const size_t packed_bytes = HWY_DYNAMIC_DISPATCH(GemmPackedBytes)(w, l);
+    if (n_tokens >= kMinGemmTokens && packed_bytes > 0) {
+        // Matrix-matrix: convert and pack the tokens (in parallel, one packed vector per
+        // task), then every task takes a range of rows for all tokens.
+        const int64_t L = int64_t(HWY_DYNAMIC_DISPATCH(GemmTokenLanes)());
+        const int64_t n_vecs = (n_tokens + L - 1) / L;
+        uint8_t* act = scratch_bytes(pool, act_bytes + packed_bytes * size_t(n_vecs), local);
+        uint8_t* packed = act + act_bytes;
+        const auto pack = HWY_DYNAMIC_DISPATCH(QuantizeAndPack);
+        parallel_for(pool, n_vecs, [&](int64_t tv, int) { pack(x, l, tv, n_tokens, act, packed); });
+        const auto gemm = HWY_DYNAMIC_DISPATCH(GemmTile);
+        const size_t scratch_size = HWY_DYNAMIC_DISPATCH(GemmScratch)(w);
+        std::vector<uint8_t> local_scratch(pool ? 0 : scratch_size);
+        const int64_t chunk = rows_per_task(w.n_out, n_threads, 4);
+        parallel_for(pool, (w.n_out + chunk - 1) / chunk, [&](int64_t task, int thread) {
+            const int64_t o0 = task * chunk, o1 = std::min(w.n_out, o0 + chunk);
+            auto* scratch = pool ? static_cast<uint8_t*>(pool->thread_scratch(thread, scratch_size))
+                                 : local_scratch.data();
+            gemm(w, l, packed, n_tokens, o0, o1, y, scratch);
+        });
+        return;
     }
-    HWY_DYNAMIC_DISPATCH(QuantizeActRows)(x, 0, n_tokens, act, l);
 
-    // Equal row chunks, a few per thread so that a slow thread is compensated.
-    const int n_threads = pool ? pool->size() : 1;
-    const int64_t n_tasks = std::min<int64_t>((w.n_out + 3) / 4, 4 * n_threads);
-    const int64_t rows_per_task = ((w.n_out + n_tasks - 1) / n_tasks + 3) / 4 * 4;
+    // Matrix-vector per token: equal row chunks, a few per thread so that a slow thread is
+    // compensated.
+    uint8_t* act = scratch_bytes(pool, act_bytes, local);
+    HWY_DYNAMIC_DISPATCH(QuantizeActRows)(x, 0, n_tokens, act, l);
     const auto tile = HWY_DYNAMIC_DISPATCH(MatmulTile);
-    parallel_for(pool, (w.n_out + rows_per_task - 1) / rows_per_task, [&](int64_t task, int) {
-        const int64_t o0 = task * rows_per_task, o1 = std::min(w.n_out, o0 + rows_per_task);
+    const int64_t chunk = rows_per_task(w.n_out, n_threads, 4);
+    parallel_for(pool, (w.n_out + chunk - 1) / chunk, [&](int64_t task, int) {
+        const int64_t o0 = task * chunk, o1 = std::min(w.n_out, o0 + chunk);
         tile(w, act, l, 0, n_tokens, o0, o1, y);
     });
 }
