@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/thread_pool.h"
 #include "tensor/types.h"
@@ -112,8 +113,32 @@ struct AttentionSeq {
 };
 
 // Scaled dot-product attention with grouped KV heads (query head h reads kv head
-// h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch.
+// h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch. Sequences whose
+// block tables begin with the same physical blocks (a prompt prefix shared through the
+// prefix cache) are found (find_shared_prefixes) and computed as attention_shared() does.
 void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head, float scale,
                ThreadPool* pool);
+
+// Sequences of a batch whose block tables begin with the same n_blocks physical blocks.
+struct SharedPrefixGroup {
+    std::vector<int> seqs;  // indices into the batch's AttentionSeq array, >= 2 of them
+    int n_blocks = 0;       // leading block-table entries all of them share
+};
+
+// Groups of at least two sequences sharing at least min_blocks leading blocks (each sequence
+// in at most one group; a group shares the longest prefix common to all its members). Only
+// blocks a sequence uses (up to position first_pos + n_q - 1) count.
+std::vector<SharedPrefixGroup> find_shared_prefixes(const AttentionSeq* seqs, int n_seqs,
+                                                    int block_size, int min_blocks = 1);
+
+// attention() with explicit groups (none: every sequence reads all its keys itself). The
+// query rows of all sequences of a group attend to the shared blocks together, as
+// matrix-matrix work that reads each shared K/V block once for all of them, giving partial
+// results (running max, sum of exponentials, unnormalised output); each sequence then adds
+// its private blocks and the partial results merge by log-sum-exp. Same result as
+// attention() up to float rounding.
+void attention_shared(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
+                      const std::vector<SharedPrefixGroup>& groups, int n_head, float scale,
+                      ThreadPool* pool);
 
 }  // namespace troupe::ops
