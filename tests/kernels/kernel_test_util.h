@@ -51,7 +51,9 @@ class OffsetBuffer {
         base = (base + 63) / 64 * 64 + offset * sizeof(T);
         ptr_ = reinterpret_cast<T*>(base);
     }
-    void assign(const std::vector<T>& v) { std::memcpy(ptr_, v.data(), v.size() * sizeof(T)); }
+    void assign(const std::vector<T>& v) {
+        if (!v.empty()) std::memcpy(ptr_, v.data(), v.size() * sizeof(T));
+    }
     std::vector<T> to_vector() const { return std::vector<T>(ptr_, ptr_ + n_); }
     T* data() { return ptr_; }
     size_t size() const { return n_; }

@@ -19,8 +19,9 @@ using test::for_each_target;
 using test::OffsetBuffer;
 using test::random_floats;
 
-// A weight matrix of `type` quantised from random floats, stored `offset` bytes past an
-// aligned address (model files align tensors, but rows of odd-sized blocks are unaligned).
+// A weight matrix of `type` quantised from random floats, stored `offset` elements (2 bytes
+// for the 16-bit and block types, whose fields are 16-bit; 4 for F32) past a 64-byte
+// boundary: model files align tensors, but rows of odd-sized blocks are not vector-aligned.
 struct TestWeight {
     std::vector<uint8_t> storage;
     ops::Weight w;
@@ -30,9 +31,10 @@ struct TestWeight {
 TestWeight make_weight(DType type, int64_t n_in, int64_t n_out, uint32_t seed, size_t offset) {
     TestWeight t;
     const size_t rb = row_bytes(type, n_in);
-    t.storage.resize(rb * size_t(n_out) + 64 + offset);
+    t.storage.resize(rb * size_t(n_out) + 64 + 4 * offset);
     uint8_t* base = t.storage.data();
-    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64 + offset;
+    base +=
+        (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64 + offset * (type == DType::F32 ? 4 : 2);
     const auto f = random_floats(size_t(n_in * n_out), seed, -1.0f, 1.0f);
     for (int64_t o = 0; o < n_out; ++o)
         quantize_row(type, f.data() + o * n_in, base + size_t(o) * rb, n_in);
