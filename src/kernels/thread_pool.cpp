@@ -43,7 +43,7 @@ ThreadPool::ThreadPool(int n_threads)
 
 ThreadPool::~ThreadPool() {
     stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_seq_cst);
+    generation_.fetch_add(1, std::memory_order_seq_cst);  // wakes the workers, who see stop_
     generation_.notify_all();
     for (std::thread& w : workers_) w.join();
 }
@@ -99,14 +99,41 @@ void ThreadPool::wait_for_generation(uint32_t seen) {
     n_sleeping_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+namespace {
+constexpr uint64_t kActiveOne = 1;
+constexpr uint64_t kJoinedOne = uint64_t(1) << 16;
+constexpr uint64_t kOpen = uint64_t(1) << 32;
+constexpr int kGenShift = 33;
+uint64_t active(uint64_t state) {
+    return state & 0xFFFF;
+}
+uint64_t joined(uint64_t state) {
+    return (state >> 16) & 0xFFFF;
+}
+uint64_t gen_bits(uint32_t generation) {
+    return uint64_t(generation) & ((uint64_t(1) << 31) - 1);
+}
+}  // namespace
+
+// Enters the job of `generation` if it still accepts workers.
+bool ThreadPool::join(uint32_t generation) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    for (;;) {
+        if ((s >> kGenShift) != gen_bits(generation) || !(s & kOpen)) return false;
+        if (state_.compare_exchange_weak(s, s + kActiveOne + kJoinedOne, std::memory_order_acq_rel))
+            return true;
+    }
+}
+
 void ThreadPool::worker_main(int thread) {
     uint32_t seen = 0;
     for (;;) {
         wait_for_generation(seen);
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load(std::memory_order_relaxed)) return;
+        if (!join(seen)) continue;  // the owner finished without us
         execute(thread);
-        pending_.fetch_sub(1, std::memory_order_release);
+        state_.fetch_sub(kActiveOne, std::memory_order_release);
     }
 }
 
@@ -119,11 +146,22 @@ void ThreadPool::dispatch(const Job& job) {
     job_ = job;
     next_task_.store(0, std::memory_order_relaxed);
     barrier_count_.store(0, std::memory_order_relaxed);
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the job
+    const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+    state_.store((gen_bits(generation) << kGenShift) | kOpen, std::memory_order_release);
+    generation_.store(generation, std::memory_order_seq_cst);  // publishes the job
     if (n_sleeping_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
     execute(0);
-    spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
+    if (job.kind == Job::Kind::AllThreads) {
+        // Every worker must run fn once: wait until all have joined and left.
+        spin_until([&] {
+            const uint64_t s = state_.load(std::memory_order_acquire);
+            return joined(s) == uint64_t(n_threads_ - 1) && active(s) == 0;
+        });
+    } else {
+        // Every task is taken: close the job to late workers, wait for those inside.
+        state_.fetch_and(~kOpen, std::memory_order_acq_rel);
+        spin_until([&] { return active(state_.load(std::memory_order_acquire)) == 0; });
+    }
 }
 
 void ThreadPool::barrier() {

@@ -1,8 +1,10 @@
 // A persistent pool of worker threads for data-parallel kernels (no OpenMP: iOS toolchains
 // lack it). Threads are created once; each run() publishes a job, the workers (spinning for a
-// short while after their last job, then sleeping on a futex) pick it up, and the caller
-// takes part as thread 0 and returns when every task is done. A run() costs well under a
-// microsecond when the workers are awake, so a forward pass can dispatch every op.
+// short while after their last job, then sleeping on a futex) join it and take tasks from an
+// atomic counter, and the caller takes part as thread 0. A worker that has not joined by the
+// time the caller has taken every task is not waited for: on a machine busy with other
+// processes, a descheduled worker costs nothing (the caller just does more of the tasks).
+// A run() costs well under a microsecond when the workers are awake.
 //
 // Thread-safety: run(), run_on_all() and the scratch accessors must be called from one
 // thread at a time (the owner, typically the engine's step loop); barrier() only from inside
@@ -43,6 +45,8 @@ class ThreadPool {
 
     // Calls fn(thread) once on every thread (thread 0 is the caller) and returns when all
     // have returned. Inside, barrier() synchronises all size() threads. fn: void(int thread).
+    // Unlike run(), this waits for every worker (use it for work that needs all threads, such
+    // as the machine probes).
     template <class F>
     void run_on_all(F&& fn) {
         dispatch(Job{Job::Kind::AllThreads, n_threads_, &call_thread<std::remove_reference_t<F>>,
@@ -91,16 +95,19 @@ class ThreadPool {
     void execute(int thread);
     void worker_main(int thread);
     void wait_for_generation(uint32_t seen);
+    bool join(uint32_t generation);
 
     int n_threads_;
     std::vector<std::thread> workers_;
     Job job_;  // written by the owner before generation_ is bumped
 
     // Each hot atomic on its own cache line: workers poll generation_ while the owner and
-    // workers hammer next_task_ and pending_.
+    // workers hammer next_task_ and state_.
     alignas(64) std::atomic<uint32_t> generation_{0};
     alignas(64) std::atomic<int64_t> next_task_{0};
-    alignas(64) std::atomic<int> pending_{0};     // workers still inside the current job
+    // The current job: bits 0-15 workers inside it, bits 16-31 workers that ever joined it,
+    // bit 32 set while it accepts workers, bits 33-63 its generation (low bits).
+    alignas(64) std::atomic<uint64_t> state_{0};
     alignas(64) std::atomic<int> n_sleeping_{0};  // workers blocked in a futex wait
     alignas(64) std::atomic<int> barrier_count_{0};
     alignas(64) std::atomic<uint32_t> barrier_gen_{0};

@@ -7,5 +7,6 @@
 namespace troupe::cli {
 
 void add_inspect_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace troupe::cli
