@@ -79,26 +79,29 @@ HWY_INLINE AV TransposeReduce(AV* v) {
     return v[0];
 }
 
-// One query vector over n_groups groups of N key rows (kf, vf: [n_groups * N][hd_pad]):
-// updates its state (m, l, o[hd_pad]). Key j of the block has position pos0 + j; keys at or
-// beyond n_valid, or after the query's position, are masked.
+// One query vector over the key rows of one block (kf, vf: [rows][hd_pad], rows a multiple
+// of N): updates its state (m, l, o[hd_pad]). Key j has position pos0 + j; keys at or beyond
+// n_valid, or after the query's position, are masked. kChunks = hd_pad / N when known at
+// compile time (the output stays in registers), else 0.
+template <size_t kChunks>
 HWY_INLINE void AttendBlock(const float* HWY_RESTRICT q, int32_t qpos, const float* HWY_RESTRICT kf,
                             const float* HWY_RESTRICT vf, size_t hd_pad, int32_t pos0, int n_valid,
                             float& m, float& l, float* HWY_RESTRICT o) {
     const AF df;
     const size_t N = hn::Lanes(df);
+    const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
     const int visible = std::min(n_valid, int(qpos - pos0 + 1));
     constexpr size_t kMaxN = hn::MaxLanes(AF());
-    constexpr size_t kMaxChunks = 512 / kMaxN + 1;  // head_dim <= 512
     HWY_ALIGN float p[kMaxN];
     for (int g0 = 0; g0 < visible; g0 += int(N)) {
+        // Scores of N keys: N dot products, then one transposing reduction.
         AV acc[kMaxN];
         for (size_t j = 0; j < N; ++j) acc[j] = hn::Zero(df);
         const float* kg = kf + size_t(g0) * hd_pad;
-        for (size_t c = 0; c < hd_pad; c += N) {
-            const AV qv = hn::LoadU(df, q + c);
+        for (size_t c = 0; c < n_chunks; ++c) {
+            const AV qv = hn::LoadU(df, q + c * N);
             for (size_t j = 0; j < N; ++j)
-                acc[j] = hn::MulAdd(qv, hn::LoadU(df, kg + j * hd_pad + c), acc[j]);
+                acc[j] = hn::MulAdd(qv, hn::LoadU(df, kg + j * hd_pad + c * N), acc[j]);
         }
         AV s = TransposeReduce(acc);
         const size_t n_here = size_t(std::min(int(N), visible - g0));
@@ -111,17 +114,54 @@ HWY_INLINE void AttendBlock(const float* HWY_RESTRICT q, int32_t qpos, const flo
         hn::Store(pv, df, p);
         l = l * alpha + ReduceSum(df, pv);
         m = m_new;
+        // o = o * alpha + sum_j p_j v_j.
         const float* vg = vf + size_t(g0) * hd_pad;
-        const size_t n_chunks = hd_pad / N;
-        AV out[kMaxChunks];
-        for (size_t c = 0; c < n_chunks; ++c)
-            out[c] = hn::Mul(hn::LoadU(df, o + c * N), hn::Set(df, alpha));
-        for (size_t j = 0; j < n_here; ++j) {
-            const AV pj = hn::Set(df, p[j]);
-            for (size_t c = 0; c < n_chunks; ++c)
-                out[c] = hn::MulAdd(pj, hn::LoadU(df, vg + j * hd_pad + c * N), out[c]);
+        if constexpr (kChunks != 0) {
+            AV a[kChunks], b[kChunks];  // two sets: halves the dependency chains
+            for (size_t c = 0; c < kChunks; ++c) {
+                a[c] = hn::Mul(hn::LoadU(df, o + c * N), hn::Set(df, alpha));
+                b[c] = hn::Zero(df);
+            }
+            size_t j = 0;
+            for (; j + 2 <= n_here; j += 2) {
+                const AV p0 = hn::Set(df, p[j]), p1 = hn::Set(df, p[j + 1]);
+                for (size_t c = 0; c < kChunks; ++c) {
+                    a[c] = hn::MulAdd(p0, hn::LoadU(df, vg + j * hd_pad + c * N), a[c]);
+                    b[c] = hn::MulAdd(p1, hn::LoadU(df, vg + (j + 1) * hd_pad + c * N), b[c]);
+                }
+            }
+            if (j < n_here) {
+                const AV p0 = hn::Set(df, p[j]);
+                for (size_t c = 0; c < kChunks; ++c)
+                    a[c] = hn::MulAdd(p0, hn::LoadU(df, vg + j * hd_pad + c * N), a[c]);
+            }
+            for (size_t c = 0; c < kChunks; ++c) hn::StoreU(hn::Add(a[c], b[c]), df, o + c * N);
+        } else {
+            for (size_t c = 0; c < hd_pad; c += N) {
+                AV a0 = hn::Mul(hn::LoadU(df, o + c), hn::Set(df, alpha)), a1 = hn::Zero(df);
+                size_t j = 0;
+                for (; j + 2 <= n_here; j += 2) {
+                    a0 = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vg + j * hd_pad + c), a0);
+                    a1 = hn::MulAdd(hn::Set(df, p[j + 1]), hn::LoadU(df, vg + (j + 1) * hd_pad + c),
+                                    a1);
+                }
+                if (j < n_here)
+                    a0 = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vg + j * hd_pad + c), a0);
+                hn::StoreU(hn::Add(a0, a1), df, o + c);
+            }
         }
-        for (size_t c = 0; c < n_chunks; ++c) hn::StoreU(out[c], df, o + c * N);
+    }
+}
+
+// The query vectors of a task over one converted block.
+template <size_t kChunks>
+HWY_INLINE void AttendQueries(const float* qs, const int32_t* qpos, int nq, const float* kf,
+                              const float* vf, size_t hd_pad, int32_t pos0, int n_valid, float* m,
+                              float* l, float* o) {
+    for (int i = 0; i < nq; ++i) {
+        if (qpos[i] < pos0) continue;  // causal: the whole block is in its future
+        AttendBlock<kChunks>(qs + size_t(i) * hd_pad, qpos[i], kf, vf, hd_pad, pos0, n_valid, m[i],
+                             l[i], o + size_t(i) * hd_pad);
     }
 }
 
@@ -159,10 +199,26 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
         const size_t n_rows = (size_t(s1 - s0) + N - 1) / N * N;
         LoadKvRows(kv, kv.k, block, head, s0, s1, kf, hd_pad, n_rows);
         LoadKvRows(kv, kv.v, block, head, s0, s1, vf, hd_pad, n_rows);
-        for (int i = 0; i < nq; ++i) {
-            if (qpos[i] < b0 + s0) continue;  // causal: the whole range is in its future
-            AttendBlock(qs + size_t(i) * hd_pad, qpos[i], kf, vf, hd_pad, b0 + s0, s1 - s0, m[i],
-                        l[i], o + size_t(i) * hd_pad);
+        const int32_t pos0 = b0 + s0;
+        switch (hd_pad / N) {  // the usual head sizes keep the output in registers
+            case 1:
+                AttendQueries<1>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
+                break;
+            case 2:
+                AttendQueries<2>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
+                break;
+            case 3:
+                AttendQueries<3>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
+                break;
+            case 4:
+                AttendQueries<4>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
+                break;
+            case 8:
+                AttendQueries<8>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
+                break;
+            default:
+                AttendQueries<0>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
+                break;
         }
     }
 }
