@@ -302,47 +302,9 @@ HWY_INLINE void GemmLegacy(const ops::Weight& w, const PackedActs& p, int64_t n_
     }
 }
 
-// Per-thread scratch bytes of GemmAnyType for a weight.
-HWY_INLINE size_t GemmScratchBytes(const ops::Weight& w) {
+// Per-thread scratch bytes of GemmLegacy for a weight.
+HWY_INLINE size_t LegacyScratchBytes(const ops::Weight& w) {
     return RowPrepBytes(w.n_in / 32) * size_t(kTileRows) + 64;
-}
-
-// Whether the type has a matrix-matrix kernel here.
-HWY_INLINE bool HasGemm(DType type) {
-    switch (type) {
-        case DType::Q8_0:
-        case DType::Q4_0:
-        case DType::Q5_0:
-        case DType::Q4_1:
-        case DType::Q5_1:
-            return true;
-        default:
-            return false;
-    }
-}
-
-// Rows [o0, o1) x all tokens; false if the type has no matrix-matrix kernel.
-HWY_INLINE bool GemmAnyType(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
-                            int64_t o1, float* y, uint8_t* scratch) {
-    switch (w.type) {
-        case DType::Q8_0:
-            GemmLegacy<CodecQ8_0>(w, p, n_tokens, o0, o1, y, scratch);
-            return true;
-        case DType::Q4_0:
-            GemmLegacy<CodecQ4_0>(w, p, n_tokens, o0, o1, y, scratch);
-            return true;
-        case DType::Q5_0:
-            GemmLegacy<CodecQ5_0>(w, p, n_tokens, o0, o1, y, scratch);
-            return true;
-        case DType::Q4_1:
-            GemmLegacy<CodecQ4_1>(w, p, n_tokens, o0, o1, y, scratch);
-            return true;
-        case DType::Q5_1:
-            GemmLegacy<CodecQ5_1>(w, p, n_tokens, o0, o1, y, scratch);
-            return true;
-        default:
-            return false;
-    }
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

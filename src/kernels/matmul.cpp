@@ -8,6 +8,8 @@
 
 #include "hwy/highway.h"
 #include "kernels/gemm-inl.h"
+#include "kernels/gemm_float-inl.h"
+#include "kernels/gemm_kquant-inl.h"
 #include "kernels/gemv-inl.h"
 #include "kernels/ops.h"
 #include "kernels/quantize_act-inl.h"
@@ -62,6 +64,60 @@ void MatmulTile(const ops::Weight& w, const uint8_t* act, const ops::ActLayout& 
 #endif
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// The matrix-matrix kernels by weight type: per-thread scratch (0: no kernel) and the run.
+HWY_INLINE size_t GemmScratchBytes(const ops::Weight& w) {
+    switch (w.type) {
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q5_0:
+        case DType::Q4_1:
+        case DType::Q5_1:
+            return LegacyScratchBytes(w);
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K:
+            return KRowPrepBytes(w.n_in / QK_K) * size_t(kTileRows) + 64;
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+            return FloatRowPrepBytes(w.n_in) * size_t(kTileRows) + 64;
+        default:
+            return 0;
+    }
+}
+
+HWY_INLINE void GemmAnyType(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
+                            int64_t o1, float* y, uint8_t* scratch) {
+    switch (w.type) {
+        case DType::Q8_0:
+            return GemmLegacy<CodecQ8_0>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::Q4_0:
+            return GemmLegacy<CodecQ4_0>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::Q5_0:
+            return GemmLegacy<CodecQ5_0>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::Q4_1:
+            return GemmLegacy<CodecQ4_1>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::Q5_1:
+            return GemmLegacy<CodecQ5_1>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::Q4_K:
+            return GemmKQuant<DType::Q4_K>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::Q5_K:
+            return GemmKQuant<DType::Q5_K>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::Q6_K:
+            return GemmKQuant<DType::Q6_K>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::F32:
+            return GemmFloat<DType::F32>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::F16:
+            return GemmFloat<DType::F16>(w, p, n_tokens, o0, o1, y, scratch);
+        case DType::BF16:
+            return GemmFloat<DType::BF16>(w, p, n_tokens, o0, o1, y, scratch);
+        default:
+            return;
+    }
+}
+#endif
+
 // The matrix-matrix path. Tokens are handled in packed vectors of GemmTokenLanes() tokens;
 // GemmPackedBytes() is the size of one packed vector (0: no matrix-matrix kernel here).
 size_t GemmTokenLanes() {
@@ -74,7 +130,7 @@ size_t GemmTokenLanes() {
 
 size_t GemmPackedBytes(const ops::Weight& w, const ops::ActLayout& l) {
 #if HWY_TARGET != HWY_SCALAR
-    return HasGemm(w.type) ? PackLayout(l).stride : 0;
+    return GemmScratchBytes(w) > 0 ? PackLayout(l).stride : 0;
 #else
     (void)w, (void)l;
     return 0;

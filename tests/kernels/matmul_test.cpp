@@ -106,13 +106,14 @@ TEST(Matmul, PlainTypesAnyLength) {
     ThreadPool pool(2);
     for (DType type : {DType::F32, DType::F16, DType::BF16})
         for (int64_t n_in : {1, 3, 7, 15, 16, 17, 31, 33, 47, 65, 100})
-            check_matmul(type, n_in, 9, 2, &pool, 2);
+            for (int64_t n_tokens : {2, 5}) check_matmul(type, n_in, 9, n_tokens, &pool, 2);
 }
 
 TEST(Matmul, BatchedShapesOfTheModel) {
     ThreadPool pool(2);
-    for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16})
-        for (int64_t n_tokens : {4, 8, 16, 37}) check_matmul(type, 256 * 3, 80, n_tokens, &pool, 0);
+    // Matrix-matrix kernels: whole and partial token vectors (16 tokens on AVX-512) and tiles.
+    for (DType type : kTypes)
+        for (int64_t n_tokens : {4, 8, 16, 37}) check_matmul(type, 256 * 3, 81, n_tokens, &pool, 0);
 }
 
 TEST(Matmul, UnsupportedTypeIsAnError) {
