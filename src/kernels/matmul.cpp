@@ -178,10 +178,12 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/ops_ref.h"
 #include "util/error.h"
+#include "util/fp16.h"
 
 namespace troupe {
 HWY_EXPORT(QuantizeActRows);
@@ -245,18 +247,70 @@ int64_t rows_per_task(int64_t n, int n_threads, int64_t multiple) {
     return ((n + n_tasks - 1) / n_tasks + multiple - 1) / multiple * multiple;
 }
 
+// Task t of a row split over several matrices: matrix `m`, rows [o0, o1).
+struct RowTask {
+    int m;
+    int64_t o0, o1;
+};
+
+// Splits the rows of n matrices into chunks of about `chunk` rows, each within one matrix.
+class RowTasks {
+  public:
+    RowTasks(const Weight* ws, int n, int64_t chunk) : ws_(ws), n_(n), chunk_(chunk) {
+        for (int m = 0; m < n; ++m) first_[m + 1] = first_[m] + (ws[m].n_out + chunk - 1) / chunk;
+    }
+    int64_t size() const { return first_[n_]; }
+    RowTask operator[](int64_t t) const {
+        int m = 0;
+        while (t >= first_[m + 1]) ++m;
+        const int64_t o0 = (t - first_[m]) * chunk_;
+        return {m, o0, std::min(ws_[m].n_out, o0 + chunk_)};
+    }
+
+  private:
+    const Weight* ws_;
+    int n_;
+    int64_t chunk_;
+    int64_t first_[kMaxMatmulMany + 1] = {};
+};
+
 }  // namespace
 
-void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
-    if (n_tokens <= 0 || w.n_out <= 0) return;
-    const DType at = act_type(w.type);  // throws troupe::Error for types without compute
-    if (!HWY_DYNAMIC_DISPATCH(HasKernel)(w.type)) return matmul_fallback(w, x, y, n_tokens, pool);
+void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
+                 ThreadPool* pool) {
+    TROUPE_CHECK(n >= 0 && n <= kMaxMatmulMany);
+    if (n_tokens <= 0 || n == 0) return;
+    const DType at = act_type(ws[0].type);  // throws troupe::Error for types without compute
+    bool fused = HWY_DYNAMIC_DISPATCH(HasKernel)(ws[0].type);
+    int64_t total_rows = 0;
+    for (int m = 0; m < n; ++m) {
+        fused &= act_type(ws[m].type) == at && ws[m].n_in == ws[0].n_in &&
+                 HWY_DYNAMIC_DISPATCH(HasKernel)(ws[m].type);
+        total_rows += ws[m].n_out;
+    }
+    if (!fused) {
+        for (int m = 0; m < n; ++m) {
+            if (HWY_DYNAMIC_DISPATCH(HasKernel)(ws[m].type)) {
+                matmul_many(ws + m, 1, x, ys + m, n_tokens, pool);
+            } else {
+                matmul_fallback(ws[m], x, ys[m], n_tokens, pool);
+            }
+        }
+        return;
+    }
+    if (total_rows == 0) return;
 
-    const ActLayout l = act_layout(at, w.n_in);
+    const ActLayout l = act_layout(at, ws[0].n_in);
     const int n_threads = pool ? pool->size() : 1;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
     std::vector<uint8_t> local;
-    const size_t packed_bytes = HWY_DYNAMIC_DISPATCH(GemmPackedBytes)(w, l);
+    const RowTasks tasks(ws, n, rows_per_task(total_rows, n_threads, 4));
+    size_t packed_bytes = HWY_DYNAMIC_DISPATCH(GemmPackedBytes)(ws[0], l);
+    size_t scratch_size = 0;
+    for (int m = 0; m < n; ++m) {
+        if (HWY_DYNAMIC_DISPATCH(GemmPackedBytes)(ws[m], l) == 0) packed_bytes = 0;
+        scratch_size = std::max(scratch_size, HWY_DYNAMIC_DISPATCH(GemmScratch)(ws[m]));
+    }
     if (n_tokens >= kMinGemmTokens && packed_bytes > 0) {
         // Matrix-matrix: convert and pack the tokens (in parallel, one packed vector per
         // task), then every task takes a range of rows for all tokens.
@@ -267,14 +321,12 @@ void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadP
         const auto pack = HWY_DYNAMIC_DISPATCH(QuantizeAndPack);
         parallel_for(pool, n_vecs, [&](int64_t tv, int) { pack(x, l, tv, n_tokens, act, packed); });
         const auto gemm = HWY_DYNAMIC_DISPATCH(GemmTile);
-        const size_t scratch_size = HWY_DYNAMIC_DISPATCH(GemmScratch)(w);
         std::vector<uint8_t> local_scratch(pool ? 0 : scratch_size);
-        const int64_t chunk = rows_per_task(w.n_out, n_threads, 4);
-        parallel_for(pool, (w.n_out + chunk - 1) / chunk, [&](int64_t task, int thread) {
-            const int64_t o0 = task * chunk, o1 = std::min(w.n_out, o0 + chunk);
+        parallel_for(pool, tasks.size(), [&](int64_t t, int thread) {
+            const RowTask task = tasks[t];
             auto* scratch = pool ? static_cast<uint8_t*>(pool->thread_scratch(thread, scratch_size))
                                  : local_scratch.data();
-            gemm(w, l, packed, n_tokens, o0, o1, y, scratch);
+            gemm(ws[task.m], l, packed, n_tokens, task.o0, task.o1, ys[task.m], scratch);
         });
         return;
     }
@@ -284,11 +336,63 @@ void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadP
     uint8_t* act = scratch_bytes(pool, act_bytes, local);
     HWY_DYNAMIC_DISPATCH(QuantizeActRows)(x, 0, n_tokens, act, l);
     const auto tile = HWY_DYNAMIC_DISPATCH(MatmulTile);
-    const int64_t chunk = rows_per_task(w.n_out, n_threads, 4);
-    parallel_for(pool, (w.n_out + chunk - 1) / chunk, [&](int64_t task, int) {
-        const int64_t o0 = task * chunk, o1 = std::min(w.n_out, o0 + chunk);
-        tile(w, act, l, 0, n_tokens, o0, o1, y);
+    parallel_for(pool, tasks.size(), [&](int64_t t, int) {
+        const RowTask task = tasks[t];
+        tile(ws[task.m], act, l, 0, n_tokens, task.o0, task.o1, ys[task.m]);
     });
+}
+
+void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
+    matmul_many(&w, 1, x, &y, n_tokens, pool);
+}
+
+void convert_activations_for_test(DType act, const float* x, int64_t n, void* out) {
+    const ActLayout l = act_layout(act, n);
+    std::vector<uint8_t> row(l.row_bytes);
+    HWY_DYNAMIC_DISPATCH(QuantizeActRows)(x, 0, 1, row.data(), l);
+    const auto* vals = row.data();
+    const auto* scale = reinterpret_cast<const float*>(row.data() + l.scale_offset);
+    auto* dst = static_cast<uint8_t*>(out);
+    switch (act) {
+        case DType::F32:
+            std::memcpy(dst, vals, size_t(n) * 4);
+            return;
+        case DType::F16:
+        case DType::BF16:
+            for (int64_t i = 0; i < n; ++i) {
+                const float f = reinterpret_cast<const float*>(vals)[i];
+                const uint16_t h = act == DType::F16 ? fp32_to_fp16(f) : fp32_to_bf16(f);
+                std::memcpy(dst + 2 * i, &h, 2);
+            }
+            return;
+        case DType::Q8_0:
+        case DType::Q8_1:
+            for (int64_t b = 0; b < l.n_blocks; ++b) {
+                uint8_t* blk =
+                    dst + size_t(b) * (act == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ8_1));
+                const uint16_t d = fp32_to_fp16(scale[b]);
+                std::memcpy(blk, &d, 2);
+                if (act == DType::Q8_1) {
+                    const uint16_t s =
+                        fp32_to_fp16(reinterpret_cast<const float*>(row.data() + l.sum_offset)[b]);
+                    std::memcpy(blk + 2, &s, 2);
+                }
+                std::memcpy(blk + (act == DType::Q8_0 ? 2 : 4), vals + b * QK8_0, QK8_0);
+            }
+            return;
+        default: {  // Q8_K
+            const auto* bsums = reinterpret_cast<const int32_t*>(row.data() + l.sum_offset);
+            for (int64_t b = 0; b < l.n_blocks; ++b) {
+                BlockQ8_K blk;
+                blk.d = scale[b];
+                std::memcpy(blk.qs, vals + b * QK_K, QK_K);
+                for (int j = 0; j < QK_K / 16; ++j)
+                    blk.bsums[j] = int16_t(bsums[b * (QK_K / 16) + j]);
+                std::memcpy(dst + size_t(b) * sizeof(BlockQ8_K), &blk, sizeof(blk));
+            }
+            return;
+        }
+    }
 }
 
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out) {

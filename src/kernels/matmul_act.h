@@ -62,4 +62,9 @@ inline ActLayout act_layout(DType act, int64_t n_in) {
     return l;
 }
 
+// The kernels' conversion of x[n] to `act` (on the dispatched target), written out in the
+// reference block format of tensor/quant_ref.h so that tests can compare it byte for byte
+// with quantize_row(act, x, out, n).
+void convert_activations_for_test(DType act, const float* x, int64_t n, void* out);
+
 }  // namespace troupe::ops

@@ -32,6 +32,15 @@ struct Weight {
 // pool may be null (runs on the calling thread).
 void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool);
 
+// Several weights applied to the same input, in one call: ys[i] = ws[i] x, ys[i]:
+// [n_tokens, ws[i].n_out], for i < n <= kMaxMatmulMany. The input is converted once and all
+// rows of all matrices are split over the threads in one dispatch (Q, K and V; gate and
+// up): decode pays the dispatch and the imbalance at its end once instead of n times.
+// Weights of different activation types or input sizes are computed one after the other.
+constexpr int kMaxMatmulMany = 8;
+void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
+                 ThreadPool* pool);
+
 // out[r, :] = dequantized row ids[r] of w.   out: [n_ids, w.n_in]. Embedding lookup.
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
 

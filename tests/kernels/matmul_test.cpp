@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/matmul_act.h"
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "kernels/thread_pool.h"
@@ -114,6 +115,62 @@ TEST(Matmul, BatchedShapesOfTheModel) {
     // Matrix-matrix kernels: whole and partial token vectors (16 tokens on AVX-512) and tiles.
     for (DType type : kTypes)
         for (int64_t n_tokens : {4, 8, 16, 37}) check_matmul(type, 256 * 3, 81, n_tokens, &pool, 0);
+}
+
+// Several matrices on one input: Q, K and V shapes of one type (one fused dispatch), and a
+// mix of types whose activation types differ (computed one after the other).
+TEST(Matmul, ManyMatricesOnOneInput) {
+    ThreadPool pool(2);
+    const int64_t n_in = 512;
+    const std::vector<std::vector<std::pair<DType, int64_t>>> sets = {
+        {{DType::Q8_0, 64}, {DType::Q8_0, 21}, {DType::Q8_0, 21}},
+        {{DType::Q4_K, 40}, {DType::Q6_K, 17}},                  // both Q8_K activations
+        {{DType::Q4_0, 33}, {DType::Q4_K, 8}, {DType::F16, 5}},  // three activation types
+    };
+    for (const auto& set : sets)
+        for (int64_t n_tokens : {1, 3, 9}) {
+            std::vector<TestWeight> tws;
+            std::vector<ops::Weight> ws;
+            for (const auto& [type, n_out] : set)
+                tws.push_back(make_weight(type, n_in, n_out, uint32_t(n_out), 1));
+            for (const TestWeight& tw : tws) ws.push_back(tw.w);
+            const auto x = random_floats(size_t(n_in * n_tokens), 5, -2.0f, 2.0f);
+            std::vector<std::vector<float>> want(ws.size()), got(ws.size());
+            std::vector<float*> ys;
+            for (size_t i = 0; i < ws.size(); ++i) {
+                want[i].resize(size_t(ws[i].n_out * n_tokens));
+                got[i].assign(want[i].size(), -1.0f);
+                ops::ref::matmul(ws[i], x.data(), want[i].data(), n_tokens);
+                ys.push_back(got[i].data());
+            }
+            for_each_target([&] {
+                ops::matmul_many(ws.data(), int(ws.size()), x.data(), ys.data(), n_tokens, &pool);
+                for (size_t i = 0; i < ws.size(); ++i)
+                    expect_matmul_near(tws[i], x, got[i].data(), want[i].data(), n_tokens);
+            });
+        }
+}
+
+// The activation conversion is the reference's, byte for byte (same scales, same rounding
+// of halves, same clamping), on inputs with ties, zeros, large and tiny values.
+TEST(Matmul, ActivationConversionIsBitExact) {
+    std::vector<float> x = random_floats(1024, 77, -3.0f, 3.0f);
+    for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;                    // an all-zero block
+    for (int i = 32; i < 64; ++i) x[size_t(i)] = float(i - 48) * 0.5f;   // exact halves
+    for (int i = 64; i < 96; ++i) x[size_t(i)] = float(i % 7) * 1e-30f;  // tiny
+    x[100] = -5e4f;
+    x[300] = 3e4f;
+    x[301] = -3e4f;  // a tie in magnitude: the first wins for Q8_K
+    for (DType act : {DType::Q8_0, DType::Q8_1, DType::Q8_K, DType::F16, DType::BF16, DType::F32}) {
+        const int64_t n = act == DType::Q8_K ? 1024 : 992;
+        std::vector<uint8_t> want(row_bytes(act, n)), got(want.size());
+        quantize_row(act, x.data(), want.data(), n);
+        for_each_target([&] {
+            std::fill(got.begin(), got.end(), 0xAB);
+            ops::convert_activations_for_test(act, x.data(), n, got.data());
+            EXPECT_EQ(got, want) << type_name(act);
+        });
+    }
 }
 
 TEST(Matmul, UnsupportedTypeIsAnError) {
