@@ -32,11 +32,10 @@ namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR  // the one-lane target uses the reference dot products
 
-// Software prefetch distance. Decode streams the weights from DRAM; the hardware prefetcher
-// alone leaves it idle between rows (measured on Zen 5: 40% of the read-bandwidth probe
-// without software prefetch).
+// Software prefetch distance. Decode streams the weights from DRAM; with prefetches 16 KiB
+// ahead a row-at-a-time kernel reads as fast as the bandwidth probe (measured on Zen 5).
 #ifndef TROUPE_PREFETCH_BYTES
-#define TROUPE_PREFETCH_BYTES 8192
+#define TROUPE_PREFETCH_BYTES 16384
 #endif
 constexpr size_t kPrefetchBytes = TROUPE_PREFETCH_BYTES;
 
@@ -146,44 +145,58 @@ struct CodecQ5_1 {
     }
 };
 
-// kRows rows of a 32-value block type times Q8_0 (Q8_1 for types with a minimum):
-// y[r] = sum_k d_w d_x isum_k (+ m_w s_x). pf: the same offset kPrefetchBytes further on.
-template <class Codec, int kRows>
-HWY_INLINE void GemvBlocks32(const uint8_t* HWY_RESTRICT w, size_t stride, const uint8_t* pf,
-                             const uint8_t* HWY_RESTRICT act, const ops::ActLayout& l,
-                             float* HWY_RESTRICT y) {
+// The activation rows of up to kMaxGemvTokens tokens, as the row kernels read them.
+constexpr int kMaxGemvTokens = 3;
+struct GemvActs {
+    const uint8_t* row[kMaxGemvTokens];
+};
+
+// One row of a 32-value block type times T tokens' Q8_0 (Q8_1 for types with a minimum):
+// y[t] = sum_k d_w d_x isum_k (+ m_w s_x). The row is read once, front to back: decode is one
+// sequential stream per thread (interleaving several rows defeats the hardware prefetcher
+// and costs most of the bandwidth). pf: where to prefetch, kPrefetchBytes ahead.
+template <class Codec, int T>
+HWY_INLINE void GemvRow32(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
+                          const ops::ActLayout& l, float* y, int64_t ldy) {
     const D8 d8;
     const D32 d32;
     const DF df;
     const size_t N8 = hn::Lanes(d8);
-    const auto* xq = reinterpret_cast<const int8_t*>(act);
-    const auto* xd = reinterpret_cast<const float*>(act + l.scale_offset);
-    const auto* xs = reinterpret_cast<const float*>(act + l.sum_offset);  // Q8_1's s
-    VF acc[kRows], macc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = macc[r] = hn::Zero(df);
-    for (int64_t k = 0; k < l.n_blocks; ++k) {
-        const size_t bo = size_t(k) * Codec::kBytes;
-        VI isum[kRows];
-        for (int r = 0; r < kRows; ++r) isum[r] = hn::Zero(d32);
+    VF acc[T][2], macc[T];
+    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = macc[t] = hn::Zero(df);
+    auto block = [&](int64_t k, int parity) {
+        const uint8_t* b = w + size_t(k) * Codec::kBytes;
+        hwy::Prefetch(pf + size_t(k) * Codec::kBytes);
+        VI isum[T];
+        for (int t = 0; t < T; ++t) isum[t] = hn::Zero(d32);
         for (size_t i = 0; i < 32; i += N8) {
-            const V8 xv = hn::LoadU(d8, xq + k * 32 + i);
-            for (int r = 0; r < kRows; ++r) {
-                const V8 lv = Codec::Levels(w + r * stride + bo, i);
-                isum[r] =
-                    Codec::kSigned ? DotI8I8(d32, lv, xv, isum[r]) : DotU8I8(d32, lv, xv, isum[r]);
+            const V8 lv = Codec::Levels(b, i);
+            for (int t = 0; t < T; ++t) {
+                const V8 xv = hn::LoadU(d8, reinterpret_cast<const int8_t*>(a.row[t]) + k * 32 + i);
+                isum[t] =
+                    Codec::kSigned ? DotI8I8(d32, lv, xv, isum[t]) : DotU8I8(d32, lv, xv, isum[t]);
             }
         }
-        for (int r = 0; r < kRows; ++r) hwy::Prefetch(pf + r * stride + bo);
-        const VF vxd = hn::Set(df, xd[k]);
-        for (int r = 0; r < kRows; ++r) {
-            const uint8_t* b = w + r * stride + bo;
-            acc[r] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, isum[r]), vxd), BroadcastF16(b), acc[r]);
-            if constexpr (Codec::kHasMin)
-                macc[r] = hn::MulAdd(BroadcastF16(b + 2), hn::Set(df, xs[k]), macc[r]);
+        const VF dw = BroadcastF16(b);
+        for (int t = 0; t < T; ++t) {
+            const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
+            acc[t][parity] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, isum[t]), hn::Set(df, dx)), dw,
+                                        acc[t][parity]);
+            if constexpr (Codec::kHasMin) {
+                const float sx = reinterpret_cast<const float*>(a.row[t] + l.sum_offset)[k];
+                macc[t] = hn::MulAdd(BroadcastF16(b + 2), hn::Set(df, sx), macc[t]);
+            }
         }
+    };
+    int64_t k = 0;
+    for (; k + 2 <= l.n_blocks; k += 2) {  // two accumulators: halves the dependency chain
+        block(k, 0);
+        block(k + 1, 1);
     }
-    for (int r = 0; r < kRows; ++r)
-        y[r] = ReduceSum(df, acc[r]) + (Codec::kHasMin ? hn::GetLane(macc[r]) : 0.0f);
+    if (k < l.n_blocks) block(k, 0);
+    for (int t = 0; t < T; ++t)
+        y[t * ldy] = ReduceSum(df, hn::Add(acc[t][0], acc[t][1])) +
+                     (Codec::kHasMin ? hn::GetLane(macc[t]) : 0.0f);
 }
 
 // ---- K-quants (256-value super-blocks) times Q8_K -------------------------------------
@@ -198,12 +211,17 @@ HWY_INLINE void UnpackScaleMin(const uint8_t* q, int32_t* sc, int32_t* m) {
     }
 }
 
-// Q4_K (kHasHigh false) and Q5_K rows: per super-block, d d_x sum_j sc_j isum_j -
-// dmin d_x sum_j m_j (bsum_2j + bsum_2j+1).
-template <bool kHasHigh, int kRows>
-HWY_INLINE void GemvQ45K(const uint8_t* HWY_RESTRICT w, size_t stride, const uint8_t* pf,
-                         const uint8_t* HWY_RESTRICT act, const ops::ActLayout& l,
-                         float* HWY_RESTRICT y) {
+// Prefetches the bytes of one block (whole cache lines).
+template <size_t kBytes>
+HWY_INLINE void PrefetchBlock(const uint8_t* p) {
+    for (size_t o = 0; o < kBytes; o += 64) hwy::Prefetch(p + o);
+}
+
+// One Q4_K (kHasHigh false) or Q5_K row times T tokens: per super-block,
+// d d_x sum_j sc_j isum_j - dmin d_x sum_j m_j (bsum_2j + bsum_2j+1).
+template <bool kHasHigh, int T>
+HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
+                            const ops::ActLayout& l, float* y, int64_t ldy) {
     constexpr size_t kBytes = kHasHigh ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
     constexpr size_t kQs = kHasHigh ? 48 : 16;  // offset of qs (Q5_K: after qh[32])
     const D8 d8;
@@ -211,73 +229,70 @@ HWY_INLINE void GemvQ45K(const uint8_t* HWY_RESTRICT w, size_t stride, const uin
     const D32 d32;
     const DF df;
     const size_t N8 = hn::Lanes(d8);
-    const auto* xq = reinterpret_cast<const int8_t*>(act);
-    const auto* xd = reinterpret_cast<const float*>(act + l.scale_offset);
-    const auto* bsums = reinterpret_cast<const int32_t*>(act + l.sum_offset);
-    VF acc[kRows];
-    float mins[kRows] = {};
-    for (int r = 0; r < kRows; ++r) acc[r] = hn::Zero(df);
+    VF acc[T];
+    float mins[T] = {};
+    for (int t = 0; t < T; ++t) acc[t] = hn::Zero(df);
     for (int64_t k = 0; k < l.n_blocks; ++k) {
-        const size_t bo = size_t(k) * kBytes;
-        const int8_t* x = xq + k * QK_K;
-        const int32_t* bs = bsums + k * (QK_K / 16);
-        for (int r = 0; r < kRows; ++r) {
-            const uint8_t* b = w + r * stride + bo;
-            int32_t sc[8], m[8];
-            UnpackScaleMin(b + 4, sc, m);
-            VI sumi = hn::Zero(d32);
-            for (int j = 0; j < 4; ++j) {
-                for (size_t i = 0; i < 32; i += N8) {
-                    const auto raw = hn::LoadU(du8, b + kQs + 32 * j + i);
-                    auto lo = hn::And(raw, hn::Set(du8, 15));
-                    auto hi = hn::ShiftRight<4>(raw);
-                    if constexpr (kHasHigh) {
-                        const auto qh = hn::LoadU(du8, b + 16 + i);
-                        const auto sixteen = hn::Set(du8, 16);
-                        lo = hn::Or(
-                            lo, hn::IfThenElseZero(
-                                    hn::TestBit(qh, hn::Set(du8, uint8_t(1 << (2 * j)))), sixteen));
-                        hi = hn::Or(
-                            hi, hn::IfThenElseZero(
-                                    hn::TestBit(qh, hn::Set(du8, uint8_t(2 << (2 * j)))), sixteen));
-                    }
+        const uint8_t* b = w + size_t(k) * kBytes;
+        PrefetchBlock<kBytes>(pf + size_t(k) * kBytes);
+        int32_t sc[8], m[8];
+        UnpackScaleMin(b + 4, sc, m);
+        VI sumi[T];
+        for (int t = 0; t < T; ++t) sumi[t] = hn::Zero(d32);
+        for (int j = 0; j < 4; ++j) {
+            for (size_t i = 0; i < 32; i += N8) {
+                const auto raw = hn::LoadU(du8, b + kQs + 32 * j + i);
+                auto lo = hn::And(raw, hn::Set(du8, 15));
+                auto hi = hn::ShiftRight<4>(raw);
+                if constexpr (kHasHigh) {
+                    const auto qh = hn::LoadU(du8, b + 16 + i);
+                    const auto sixteen = hn::Set(du8, 16);
+                    lo = hn::Or(
+                        lo, hn::IfThenElseZero(hn::TestBit(qh, hn::Set(du8, uint8_t(1 << (2 * j)))),
+                                               sixteen));
+                    hi = hn::Or(
+                        hi, hn::IfThenElseZero(hn::TestBit(qh, hn::Set(du8, uint8_t(2 << (2 * j)))),
+                                               sixteen));
+                }
+                for (int t = 0; t < T; ++t) {
+                    const auto* x = reinterpret_cast<const int8_t*>(a.row[t]) + k * QK_K;
                     const VI dlo = DotU8I8(d32, hn::BitCast(d8, lo), hn::LoadU(d8, x + 64 * j + i),
                                            hn::Zero(d32));
                     const VI dhi = DotU8I8(d32, hn::BitCast(d8, hi),
                                            hn::LoadU(d8, x + 64 * j + 32 + i), hn::Zero(d32));
-                    sumi = hn::Add(sumi, hn::Add(hn::Mul(dlo, hn::Set(d32, sc[2 * j])),
-                                                 hn::Mul(dhi, hn::Set(d32, sc[2 * j + 1]))));
+                    sumi[t] = hn::Add(sumi[t], hn::Add(hn::Mul(dlo, hn::Set(d32, sc[2 * j])),
+                                                       hn::Mul(dhi, hn::Set(d32, sc[2 * j + 1]))));
                 }
             }
+        }
+        const VF dd = BroadcastF16(b);
+        const float dmin = LoadF16(b + 2);
+        for (int t = 0; t < T; ++t) {
+            const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
+            const auto* bs =
+                reinterpret_cast<const int32_t*>(a.row[t] + l.sum_offset) + k * (QK_K / 16);
             int32_t msum = 0;
             for (int j = 0; j < 8; ++j) msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-            const VF dd = BroadcastF16(b);
-            acc[r] = hn::MulAdd(hn::Mul(dd, hn::Set(df, xd[k])), hn::ConvertTo(df, sumi), acc[r]);
-            mins[r] += LoadF16(b + 2) * xd[k] * float(msum);
+            acc[t] = hn::MulAdd(hn::Mul(dd, hn::Set(df, dx)), hn::ConvertTo(df, sumi[t]), acc[t]);
+            mins[t] += dmin * dx * float(msum);
         }
-        for (int r = 0; r < kRows; ++r)
-            for (size_t o = 0; o < kBytes; o += 64) hwy::Prefetch(pf + r * stride + bo + o);
     }
-    for (int r = 0; r < kRows; ++r) y[r] = ReduceSum(df, acc[r]) - mins[r];
+    for (int t = 0; t < T; ++t) y[t * ldy] = ReduceSum(df, acc[t]) - mins[t];
 }
 
-// Q6_K rows: per super-block, d d_x sum_j sc_j (sum_i q_i x_i - 32 bsum_j) over the 16
-// sub-blocks of 16 values (q in 0..63 is the stored level; the reference subtracts 32 first).
-template <int kRows>
-HWY_INLINE void GemvQ6K(const uint8_t* HWY_RESTRICT w, size_t stride, const uint8_t* pf,
-                        const uint8_t* HWY_RESTRICT act, const ops::ActLayout& l,
-                        float* HWY_RESTRICT y) {
+// One Q6_K row times T tokens: per super-block, d d_x sum_j sc_j (sum_i q_i x_i - 32 bsum_j)
+// over the 16 sub-blocks of 16 values (q in 0..63 is the stored level; the reference
+// subtracts 32 first).
+template <int T>
+HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
+                           const ops::ActLayout& l, float* y, int64_t ldy) {
     constexpr size_t kBytes = sizeof(BlockQ6_K);
     const D8 d8;
     const DU8 du8;
     const D32 d32;
     const DF df;
     const size_t N8 = hn::Lanes(d8);
-    const auto* xq = reinterpret_cast<const int8_t*>(act);
-    const auto* xd = reinterpret_cast<const float*>(act + l.scale_offset);
-    const auto* bsums = reinterpret_cast<const int32_t*>(act + l.sum_offset);
-    VF acc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = hn::Zero(df);
+    float total[T] = {};
     // Scales of the sub-blocks of elements i .. i + N8 of a 32-value group: one per 16.
     auto scale_vec = [&](const int8_t* sc, size_t i) -> VI {
         if constexpr (hn::MaxLanes(D8()) >= 32) {
@@ -288,51 +303,52 @@ HWY_INLINE void GemvQ6K(const uint8_t* HWY_RESTRICT w, size_t stride, const uint
         }
     };
     for (int64_t k = 0; k < l.n_blocks; ++k) {
-        const size_t bo = size_t(k) * kBytes;
-        const int8_t* x = xq + k * QK_K;
-        const int32_t* bs = bsums + k * (QK_K / 16);
-        for (int r = 0; r < kRows; ++r) {
-            const uint8_t* b = w + r * stride + bo;
-            const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
-            VI sumi = hn::Zero(d32);
-            for (int h = 0; h < 2; ++h) {
-                const uint8_t* ql = b + 64 * h;
-                const uint8_t* qh = b + 128 + 32 * h;
-                const int8_t* xh = x + 128 * h;
-                const int8_t* sch = sc + 8 * h;
-                for (size_t i = 0; i < 32; i += N8) {
-                    const auto a = hn::LoadU(du8, ql + i), c = hn::LoadU(du8, ql + 32 + i);
-                    const auto q = hn::LoadU(du8, qh + i);
-                    const auto low = hn::Set(du8, 15);
-                    const auto q0 =
-                        hn::Or(hn::And(a, low), hn::ShiftLeft<4>(hn::And(q, hn::Set(du8, 3))));
-                    const auto q1 =
-                        hn::Or(hn::And(c, low), hn::ShiftLeft<2>(hn::And(q, hn::Set(du8, 12))));
-                    const auto q2 = hn::Or(hn::ShiftRight<4>(a), hn::And(q, hn::Set(du8, 48)));
-                    const auto q3 = hn::Or(hn::ShiftRight<4>(c),
-                                           hn::ShiftRight<2>(hn::And(q, hn::Set(du8, 192))));
+        const uint8_t* b = w + size_t(k) * kBytes;
+        PrefetchBlock<kBytes>(pf + size_t(k) * kBytes);
+        const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+        VI sumi[T];
+        for (int t = 0; t < T; ++t) sumi[t] = hn::Zero(d32);
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t* ql = b + 64 * h;
+            const uint8_t* qh = b + 128 + 32 * h;
+            const int8_t* sch = sc + 8 * h;
+            for (size_t i = 0; i < 32; i += N8) {
+                const auto c0 = hn::LoadU(du8, ql + i), c1 = hn::LoadU(du8, ql + 32 + i);
+                const auto q = hn::LoadU(du8, qh + i);
+                const auto low = hn::Set(du8, 15);
+                const auto q0 =
+                    hn::Or(hn::And(c0, low), hn::ShiftLeft<4>(hn::And(q, hn::Set(du8, 3))));
+                const auto q1 =
+                    hn::Or(hn::And(c1, low), hn::ShiftLeft<2>(hn::And(q, hn::Set(du8, 12))));
+                const auto q2 = hn::Or(hn::ShiftRight<4>(c0), hn::And(q, hn::Set(du8, 48)));
+                const auto q3 =
+                    hn::Or(hn::ShiftRight<4>(c1), hn::ShiftRight<2>(hn::And(q, hn::Set(du8, 192))));
+                const VI s0 = scale_vec(sch + 0, i), s1 = scale_vec(sch + 2, i);
+                const VI s2 = scale_vec(sch + 4, i), s3 = scale_vec(sch + 6, i);
+                for (int t = 0; t < T; ++t) {
+                    const int8_t* xh =
+                        reinterpret_cast<const int8_t*>(a.row[t]) + k * QK_K + 128 * h;
                     const VI z = hn::Zero(d32);
                     const VI d0 = DotU8I8(d32, hn::BitCast(d8, q0), hn::LoadU(d8, xh + i), z);
                     const VI d1 = DotU8I8(d32, hn::BitCast(d8, q1), hn::LoadU(d8, xh + 32 + i), z);
                     const VI d2 = DotU8I8(d32, hn::BitCast(d8, q2), hn::LoadU(d8, xh + 64 + i), z);
                     const VI d3 = DotU8I8(d32, hn::BitCast(d8, q3), hn::LoadU(d8, xh + 96 + i), z);
-                    sumi = hn::Add(sumi, hn::Add(hn::Add(hn::Mul(d0, scale_vec(sch + 0, i)),
-                                                         hn::Mul(d1, scale_vec(sch + 2, i))),
-                                                 hn::Add(hn::Mul(d2, scale_vec(sch + 4, i)),
-                                                         hn::Mul(d3, scale_vec(sch + 6, i)))));
+                    sumi[t] = hn::Add(sumi[t], hn::Add(hn::Add(hn::Mul(d0, s0), hn::Mul(d1, s1)),
+                                                       hn::Add(hn::Mul(d2, s2), hn::Mul(d3, s3))));
                 }
             }
+        }
+        const float d = LoadF16(b + 208);
+        for (int t = 0; t < T; ++t) {
+            const auto* bs =
+                reinterpret_cast<const int32_t*>(a.row[t] + l.sum_offset) + k * (QK_K / 16);
             int32_t corr = 0;
             for (int j = 0; j < 16; ++j) corr += int32_t(sc[j]) * bs[j];
-            const int32_t total = ReduceSum(d32, sumi) - 32 * corr;
-            acc[r] = hn::MulAdd(hn::Mul(BroadcastF16(b + 208), hn::Set(df, xd[k])),
-                                hn::Set(df, float(total)), acc[r]);
+            const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
+            total[t] += d * dx * float(ReduceSum(d32, sumi[t]) - 32 * corr);
         }
-        for (int r = 0; r < kRows; ++r)
-            for (size_t o = 0; o < kBytes; o += 64) hwy::Prefetch(pf + r * stride + bo + o);
     }
-    // Every lane holds the same sum: take one.
-    for (int r = 0; r < kRows; ++r) y[r] = hn::GetLane(acc[r]);
+    for (int t = 0; t < T; ++t) y[t * ldy] = total[t];
 }
 
 // ---- Float types: F32, F16, BF16 weights times float activations ----------------------
@@ -356,145 +372,152 @@ HWY_INLINE hn::Vec<hn::ScalableTag<float>> LoadWeights(const uint8_t* row, size_
     }
 }
 
-template <DType kType, int kRows>
-HWY_INLINE void GemvFloat(const uint8_t* HWY_RESTRICT w, size_t stride, const uint8_t* pf,
-                          const uint8_t* HWY_RESTRICT act, const ops::ActLayout& l,
-                          float* HWY_RESTRICT y) {
+template <DType kType, int T>
+HWY_INLINE void GemvRowFloat(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
+                             const ops::ActLayout& l, float* y, int64_t ldy) {
     const hn::ScalableTag<float> df;
     const size_t N = hn::Lanes(df);
     const size_t n = size_t(l.n_in);
-    const auto* x = reinterpret_cast<const float*>(act);
     constexpr size_t kElem = kType == DType::F32 ? 4 : 2;
-    hn::Vec<decltype(df)> acc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = hn::Zero(df);
+    hn::Vec<decltype(df)> acc[T][2];
+    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = hn::Zero(df);
     size_t i = 0;
-    for (; i + N <= n; i += N) {
-        const auto xv = hn::LoadU(df, x + i);
-        for (int r = 0; r < kRows; ++r)
-            acc[r] = hn::MulAdd(LoadWeights<kType>(w + r * stride, i, N), xv, acc[r]);
-        if ((i * kElem) % 64 < N * kElem)
-            for (int r = 0; r < kRows; ++r) hwy::Prefetch(pf + r * stride + i * kElem);
+    for (; i + 2 * N <= n; i += 2 * N) {
+        hwy::Prefetch(pf + i * kElem);
+        if (2 * N * kElem > 64) hwy::Prefetch(pf + i * kElem + 64);
+        const auto w0 = LoadWeights<kType>(w, i, N), w1 = LoadWeights<kType>(w, i + N, N);
+        for (int t = 0; t < T; ++t) {
+            const auto* x = reinterpret_cast<const float*>(a.row[t]);
+            acc[t][0] = hn::MulAdd(w0, hn::LoadU(df, x + i), acc[t][0]);
+            acc[t][1] = hn::MulAdd(w1, hn::LoadU(df, x + i + N), acc[t][1]);
+        }
     }
-    if (i < n) {
-        const auto xv = LoadTail(df, x + i, n - i);
-        for (int r = 0; r < kRows; ++r)
-            acc[r] = hn::MulAdd(LoadWeights<kType>(w + r * stride, i, n - i), xv, acc[r]);
+    for (; i < n; i += N) {
+        const size_t m = n - i < N ? n - i : N;
+        const auto wv = LoadWeights<kType>(w, i, m);
+        for (int t = 0; t < T; ++t) {
+            const auto* x = reinterpret_cast<const float*>(a.row[t]);
+            acc[t][0] =
+                hn::MulAdd(wv, m == N ? hn::LoadU(df, x + i) : LoadTail(df, x + i, m), acc[t][0]);
+        }
     }
-    for (int r = 0; r < kRows; ++r) y[r] = ReduceSum(df, acc[r]);
+    for (int t = 0; t < T; ++t) y[t * ldy] = ReduceSum(df, hn::Add(acc[t][0], acc[t][1]));
 }
 
 // ---- Row loops ---------------------------------------------------------------------------
 
-// Prefetches the first rows of a task (before the kernels' own prefetches, which run a
-// distance ahead, take over) and returns that distance in rows.
-HWY_INLINE int64_t PrefetchStart(const uint8_t* w, size_t stride, int64_t o0, int64_t o1) {
+// Rows [o0, o1) of w times T tokens: y[t * ldy + (o - o0)]. Kernel::Run does one row.
+// Prefetching runs kPrefetchBytes ahead within the task's rows (the first rows are
+// prefetched up front).
+template <class Kernel, int T>
+HWY_INLINE void GemvRowsT(const uint8_t* w, size_t stride, int64_t o0, int64_t o1,
+                          const GemvActs& a, const ops::ActLayout& l, float* y, int64_t ldy) {
     const int64_t ahead = int64_t((kPrefetchBytes + stride - 1) / stride);
     const uint8_t* begin = w + size_t(o0) * stride;
     const uint8_t* end = w + size_t(o0 + (o1 - o0 < ahead ? o1 - o0 : ahead)) * stride;
     for (const uint8_t* p = begin; p < end; p += 64) hwy::Prefetch(p);
-    return ahead;
+    for (int64_t o = o0; o < o1; ++o) {
+        const uint8_t* pf = w + size_t(o + ahead < o1 ? o + ahead : o) * stride;
+        Kernel::template Run<T>(w + size_t(o) * stride, pf, a, l, y + (o - o0), ldy);
+    }
 }
 
-// Rows [o0, o1) of w times one activation row: y[o - o0]. Kernel<kRows>::Run computes
-// kRows consecutive rows.
-template <template <int> class Kernel>
-HWY_INLINE void GemvRows(const uint8_t* w, size_t stride, int64_t o0, int64_t o1,
-                         const uint8_t* act, const ops::ActLayout& l, float* y) {
-    constexpr int kRows = 4;
-    const int64_t ahead = PrefetchStart(w, stride, o0, o1);
-    auto pf_row = [&](int64_t o) { return w + size_t(o + ahead < o1 ? o + ahead : o) * stride; };
-    int64_t o = o0;
-    for (; o + kRows <= o1; o += kRows)
-        Kernel<kRows>::Run(w + size_t(o) * stride, stride, pf_row(o), act, l, y + (o - o0));
-    for (; o < o1; ++o)
-        Kernel<1>::Run(w + size_t(o) * stride, stride, pf_row(o), act, l, y + (o - o0));
+template <class Kernel>
+HWY_INLINE void GemvRows(const uint8_t* w, size_t stride, int64_t o0, int64_t o1, const GemvActs& a,
+                         int n_tokens, const ops::ActLayout& l, float* y, int64_t ldy) {
+    switch (n_tokens) {
+        case 1:
+            return GemvRowsT<Kernel, 1>(w, stride, o0, o1, a, l, y, ldy);
+        case 2:
+            return GemvRowsT<Kernel, 2>(w, stride, o0, o1, a, l, y, ldy);
+        default:
+            return GemvRowsT<Kernel, 3>(w, stride, o0, o1, a, l, y, ldy);
+    }
 }
 
 template <class Codec>
 struct Blocks32Kernel {
-    template <int kRows>
-    struct K {
-        static HWY_INLINE void Run(const uint8_t* w, size_t s, const uint8_t* pf, const uint8_t* a,
-                                   const ops::ActLayout& l, float* y) {
-            GemvBlocks32<Codec, kRows>(w, s, pf, a, l, y);
-        }
-    };
-};
-template <int kRows>
-struct Q4KKernel {
-    static HWY_INLINE void Run(const uint8_t* w, size_t s, const uint8_t* pf, const uint8_t* a,
-                               const ops::ActLayout& l, float* y) {
-        GemvQ45K<false, kRows>(w, s, pf, a, l, y);
+    template <int T>
+    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
+                               const ops::ActLayout& l, float* y, int64_t ldy) {
+        GemvRow32<Codec, T>(w, pf, a, l, y, ldy);
     }
 };
-template <int kRows>
-struct Q5KKernel {
-    static HWY_INLINE void Run(const uint8_t* w, size_t s, const uint8_t* pf, const uint8_t* a,
-                               const ops::ActLayout& l, float* y) {
-        GemvQ45K<true, kRows>(w, s, pf, a, l, y);
+template <bool kHasHigh>
+struct Q45KKernel {
+    template <int T>
+    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
+                               const ops::ActLayout& l, float* y, int64_t ldy) {
+        GemvRowQ45K<kHasHigh, T>(w, pf, a, l, y, ldy);
     }
 };
-template <int kRows>
 struct Q6KKernel {
-    static HWY_INLINE void Run(const uint8_t* w, size_t s, const uint8_t* pf, const uint8_t* a,
-                               const ops::ActLayout& l, float* y) {
-        GemvQ6K<kRows>(w, s, pf, a, l, y);
+    template <int T>
+    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
+                               const ops::ActLayout& l, float* y, int64_t ldy) {
+        GemvRowQ6K<T>(w, pf, a, l, y, ldy);
     }
 };
 template <DType kType>
 struct FloatKernel {
-    template <int kRows>
-    struct K {
-        static HWY_INLINE void Run(const uint8_t* w, size_t s, const uint8_t* pf, const uint8_t* a,
-                                   const ops::ActLayout& l, float* y) {
-            GemvFloat<kType, kRows>(w, s, pf, a, l, y);
-        }
-    };
+    template <int T>
+    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
+                               const ops::ActLayout& l, float* y, int64_t ldy) {
+        GemvRowFloat<kType, T>(w, pf, a, l, y, ldy);
+    }
 };
 
-// Rows [o0, o1) of any supported weight type times one activation row. Returns false for a
-// type without a kernel here.
+// Rows [o0, o1) of any supported weight type times tokens [t0, t1) (at most
+// kMaxGemvTokens at a time): y[t * w.n_out + o]. Returns false for a type without a kernel.
 HWY_INLINE bool GemvAnyType(const ops::Weight& wt, int64_t o0, int64_t o1, const uint8_t* act,
-                            const ops::ActLayout& l, float* y) {
-    const uint8_t* w = wt.data;
-    const size_t s = wt.row_stride;
-    switch (wt.type) {
-        case DType::Q8_0:
-            GemvRows<Blocks32Kernel<CodecQ8_0>::K>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::Q4_0:
-            GemvRows<Blocks32Kernel<CodecQ4_0>::K>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::Q5_0:
-            GemvRows<Blocks32Kernel<CodecQ5_0>::K>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::Q4_1:
-            GemvRows<Blocks32Kernel<CodecQ4_1>::K>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::Q5_1:
-            GemvRows<Blocks32Kernel<CodecQ5_1>::K>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::Q4_K:
-            GemvRows<Q4KKernel>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::Q5_K:
-            GemvRows<Q5KKernel>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::Q6_K:
-            GemvRows<Q6KKernel>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::F32:
-            GemvRows<FloatKernel<DType::F32>::K>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::F16:
-            GemvRows<FloatKernel<DType::F16>::K>(w, s, o0, o1, act, l, y);
-            return true;
-        case DType::BF16:
-            GemvRows<FloatKernel<DType::BF16>::K>(w, s, o0, o1, act, l, y);
-            return true;
-        default:
-            return false;
+                            int64_t t0, int64_t t1, const ops::ActLayout& l, float* y) {
+    for (int64_t tb = t0; tb < t1; tb += kMaxGemvTokens) {
+        const int n = int(t1 - tb < kMaxGemvTokens ? t1 - tb : kMaxGemvTokens);
+        GemvActs a;
+        for (int t = 0; t < n; ++t) a.row[t] = act + size_t(tb + t) * l.row_bytes;
+        float* yt = y + tb * wt.n_out + o0;
+        const uint8_t* w = wt.data;
+        const size_t s = wt.row_stride;
+        const int64_t ld = wt.n_out;
+        switch (wt.type) {
+            case DType::Q8_0:
+                GemvRows<Blocks32Kernel<CodecQ8_0>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q4_0:
+                GemvRows<Blocks32Kernel<CodecQ4_0>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q5_0:
+                GemvRows<Blocks32Kernel<CodecQ5_0>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q4_1:
+                GemvRows<Blocks32Kernel<CodecQ4_1>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q5_1:
+                GemvRows<Blocks32Kernel<CodecQ5_1>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q4_K:
+                GemvRows<Q45KKernel<false>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q5_K:
+                GemvRows<Q45KKernel<true>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q6_K:
+                GemvRows<Q6KKernel>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::F32:
+                GemvRows<FloatKernel<DType::F32>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::F16:
+                GemvRows<FloatKernel<DType::F16>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::BF16:
+                GemvRows<FloatKernel<DType::BF16>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            default:
+                return false;
+        }
     }
+    return true;
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

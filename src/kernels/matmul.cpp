@@ -57,8 +57,7 @@ bool HasKernel(DType type) {
 void MatmulTile(const ops::Weight& w, const uint8_t* act, const ops::ActLayout& l, int64_t t0,
                 int64_t t1, int64_t o0, int64_t o1, float* y) {
 #if HWY_TARGET != HWY_SCALAR
-    for (int64_t t = t0; t < t1; ++t)
-        GemvAnyType(w, o0, o1, act + size_t(t) * l.row_bytes, l, y + t * w.n_out + o0);
+    GemvAnyType(w, o0, o1, act, t0, t1, l, y);
 #else
     (void)w, (void)act, (void)l, (void)t0, (void)t1, (void)o0, (void)o1, (void)y;
 #endif
@@ -240,11 +239,19 @@ uint8_t* scratch_bytes(ThreadPool* pool, size_t bytes, std::vector<uint8_t>& loc
     return reinterpret_cast<uint8_t*>(round_up_64(reinterpret_cast<uintptr_t>(local.data())));
 }
 
-// Splits n rows into about 4 tasks per thread, task sizes a multiple of `multiple`.
-int64_t rows_per_task(int64_t n, int n_threads, int64_t multiple) {
-    const int64_t n_tasks =
-        std::max<int64_t>(1, std::min<int64_t>((n + multiple - 1) / multiple, 4 * n_threads));
+// Splits n rows into tasks_per_thread tasks per thread, sizes a multiple of `multiple`.
+int64_t rows_per_task(int64_t n, int n_threads, int tasks_per_thread, int64_t multiple) {
+    const int64_t n_tasks = std::max<int64_t>(
+        1, std::min<int64_t>((n + multiple - 1) / multiple, int64_t(tasks_per_thread) * n_threads));
     return ((n + n_tasks - 1) / n_tasks + multiple - 1) / multiple * multiple;
+}
+
+// Matrix-vector tasks per thread: each task is one sequential stream that starts cold (its
+// first rows wait for DRAM), so small matrices get one task per thread; larger ones a few,
+// which lets a thread that runs ahead take over work from a slower one.
+int gemv_tasks_per_thread(size_t bytes) {
+    constexpr size_t kMiB = size_t(1) << 20;
+    return bytes < kMiB ? 1 : bytes < 8 * kMiB ? 2 : 4;
 }
 
 // Task t of a row split over several matrices: matrix `m`, rows [o0, o1).
@@ -304,7 +311,8 @@ void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int6
     const int n_threads = pool ? pool->size() : 1;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
     std::vector<uint8_t> local;
-    const RowTasks tasks(ws, n, rows_per_task(total_rows, n_threads, 4));
+    size_t total_bytes = 0;
+    for (int m = 0; m < n; ++m) total_bytes += ws[m].row_stride * size_t(ws[m].n_out);
     size_t packed_bytes = HWY_DYNAMIC_DISPATCH(GemmPackedBytes)(ws[0], l);
     size_t scratch_size = 0;
     for (int m = 0; m < n; ++m) {
@@ -322,6 +330,7 @@ void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int6
         parallel_for(pool, n_vecs, [&](int64_t tv, int) { pack(x, l, tv, n_tokens, act, packed); });
         const auto gemm = HWY_DYNAMIC_DISPATCH(GemmTile);
         std::vector<uint8_t> local_scratch(pool ? 0 : scratch_size);
+        const RowTasks tasks(ws, n, rows_per_task(total_rows, n_threads, 4, 4));
         parallel_for(pool, tasks.size(), [&](int64_t t, int thread) {
             const RowTask task = tasks[t];
             auto* scratch = pool ? static_cast<uint8_t*>(pool->thread_scratch(thread, scratch_size))
@@ -336,6 +345,8 @@ void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int6
     uint8_t* act = scratch_bytes(pool, act_bytes, local);
     HWY_DYNAMIC_DISPATCH(QuantizeActRows)(x, 0, n_tokens, act, l);
     const auto tile = HWY_DYNAMIC_DISPATCH(MatmulTile);
+    const RowTasks tasks(
+        ws, n, rows_per_task(total_rows, n_threads, gemv_tasks_per_thread(total_bytes), 4));
     parallel_for(pool, tasks.size(), [&](int64_t t, int) {
         const RowTask task = tasks[t];
         tile(ws[task.m], act, l, 0, n_tokens, task.o0, task.o1, ys[task.m]);
