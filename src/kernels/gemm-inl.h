@@ -24,7 +24,9 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/dot-inl.h"
 #include "kernels/gemv-inl.h"
@@ -118,6 +120,12 @@ HWY_INLINE void PackTokens(const uint8_t* act, const ops::ActLayout& l, int64_t 
         const auto* s = reinterpret_cast<const uint32_t*>(row + l.sum_offset);
         auto* ps = reinterpret_cast<uint32_t*>(out + p.sum_offset);
         for (int64_t k = 0; k < n_sums; ++k) ps[size_t(k) * L + size_t(t)] = s[k];
+    }
+    // With VNNI, a spare last lane of ones makes the dot product also sum the weights (the
+    // correction of the x + 128 offset, see GemvPacked).
+    if (kHasVnni && !is_float && n < int64_t(L)) {
+        auto* q = reinterpret_cast<uint32_t*>(out);
+        for (int64_t g = 0; g < l.n_in / 4; ++g) q[size_t(g) * L + L - 1] = 0x01010101u;
     }
 }
 
@@ -300,6 +308,104 @@ HWY_INLINE void GemmLegacy(const ops::Weight& w, const PackedActs& p, int64_t n_
         prepare(o, 1);
         GemmRows<Codec, 1>(w, o, rbs, p, n_tokens, y);
     }
+}
+
+// Fewer tokens than lanes (batched decode): one packed token vector, the weights streamed
+// row by row (prefetched like the matrix-vector kernels) without a separate preparation
+// pass, kRows rows per pass so that each activation load serves several rows. With VNNI the
+// spare last lane holds the sum of each block's weights (PackTokens' lane of ones), which
+// gives the x + 128 correction in-register.
+template <class Codec, int kRows>
+HWY_INLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8_t* pf,
+                               const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
+                               int64_t ldy) {
+    using Rows = LegacyRows<Codec>;
+    const GF df;
+    const GI di;
+    const size_t L = hn::Lanes(df);
+    const auto* xq = reinterpret_cast<const int8_t*>(p.base);
+    const auto* dx = reinterpret_cast<const float*>(p.base + p.d_offset);
+    const auto* sums = reinterpret_cast<const int32_t*>(p.base + p.sum_offset);
+    const auto* sx = reinterpret_cast<const float*>(p.base + p.sum_offset);
+    HWY_ALIGN int32_t last_idx[hn::MaxLanes(GI())];
+    for (size_t i = 0; i < L; ++i) last_idx[i] = int32_t(L - 1);
+    const auto last = hn::SetTableIndices(di, last_idx);
+    HWY_ALIGN uint8_t tmp[kRows][32];
+    GVF acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = hn::Zero(df);
+    for (int64_t k = 0; k < n_blocks; ++k) {
+        const uint8_t* blk[kRows];
+        const uint8_t* bytes[kRows];
+        for (int r = 0; r < kRows; ++r) {
+            blk[r] = row0 + size_t(r) * stride + size_t(k) * Codec::kBytes;
+            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * Codec::kBytes);
+            bytes[r] = blk[r] + 2;
+            if constexpr (!std::is_same_v<Codec, CodecQ8_0>) {
+                const D8 d8;
+                for (size_t i = 0; i < 32; i += hn::Lanes(d8)) {
+                    V8 v = Codec::Levels(blk[r], i);
+                    if constexpr (Rows::kUnsigned && Rows::kBias != 0)
+                        v = hn::Add(v, hn::Set(d8, int8_t(Rows::kBias)));
+                    hn::Store(v, d8, reinterpret_cast<int8_t*>(tmp[r] + i));
+                }
+                bytes[r] = tmp[r];
+            }
+        }
+        GVI init = hn::Zero(di);
+        if constexpr (Rows::kUnsigned && Rows::kBias != 0)
+            init = hn::Mul(hn::LoadU(di, sums + size_t(k) * L), hn::Set(di, -Rows::kBias));
+        GVI isum[kRows], isum2[kRows];  // two chains of 4 dot products per row
+        for (int r = 0; r < kRows; ++r) {
+            isum[r] = init;
+            isum2[r] = hn::Zero(di);
+        }
+        for (size_t g = 0; g < 8; g += 2) {
+            const int8_t* xg = xq + (size_t(k) * 8 + g) * L * 4;
+            const GV8 x0 = hn::LoadU(G8(), xg), x1 = hn::LoadU(G8(), xg + L * 4);
+            for (int r = 0; r < kRows; ++r) {
+                isum[r] = DotW<Rows::kUnsigned, true>(Bcast4(bytes[r] + 4 * g), x0, isum[r]);
+                isum2[r] = DotW<Rows::kUnsigned, true>(Bcast4(bytes[r] + 4 * g + 4), x1, isum2[r]);
+            }
+        }
+        const GVF dxv = hn::LoadU(df, dx + size_t(k) * L);
+        for (int r = 0; r < kRows; ++r) {
+            GVI is = hn::Add(isum[r], isum2[r]);
+            if constexpr (kHasVnni)
+                is = hn::Sub(is, hn::ShiftLeft<7>(hn::TableLookupLanes(is, last)));
+            acc[r] =
+                hn::MulAdd(hn::ConvertTo(df, is), hn::Mul(dxv, BroadcastF16To(df, blk[r])), acc[r]);
+            if constexpr (Codec::kHasMin)
+                acc[r] = hn::MulAdd(hn::LoadU(df, sx + size_t(k) * L),
+                                    BroadcastF16To(df, blk[r] + 2), acc[r]);
+        }
+    }
+    for (int r = 0; r < kRows; ++r) {
+        HWY_ALIGN float lanes[hn::MaxLanes(GF())];
+        hn::Store(acc[r], df, lanes);
+        for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = lanes[t];
+    }
+}
+
+template <class Codec>
+HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
+                           int64_t o1, float* y) {
+    constexpr int kRows = 1;  // measured: interleaving two rows' streams costs more than it saves
+    const size_t stride = w.row_stride;
+    const int64_t n_blocks = w.n_in / 32;
+    const int64_t ahead = int64_t((kPrefetchBytes + stride - 1) / stride);
+    for (const uint8_t* q = w.data + size_t(o0) * stride;
+         q < w.data + size_t(o0 + (o1 - o0 < ahead ? o1 - o0 : ahead)) * stride; q += 64)
+        hwy::Prefetch(q);
+    auto pf_row = [&](int64_t o) {
+        return w.data + size_t(o + ahead < o1 ? o + ahead : o) * stride;
+    };
+    int64_t o = o0;
+    for (; o + kRows <= o1; o += kRows)
+        GemvPackedRows<Codec, kRows>(w.data + size_t(o) * stride, stride, pf_row(o), p, n_blocks,
+                                     n_tokens, y + o, w.n_out);
+    for (; o < o1; ++o)
+        GemvPackedRows<Codec, 1>(w.data + size_t(o) * stride, stride, pf_row(o), p, n_blocks,
+                                 n_tokens, y + o, w.n_out);
 }
 
 // Per-thread scratch bytes of GemmLegacy for a weight.

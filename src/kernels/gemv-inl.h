@@ -49,12 +49,16 @@ using V8 = hn::Vec<D8>;
 using VI = hn::Vec<D32>;
 using VF = hn::Vec<DF>;
 
-// The IEEE half at p, as a float in every lane.
-HWY_INLINE VF BroadcastF16(const uint8_t* p) {
+// The IEEE half at p, as a float in every lane of a vector of df.
+template <class D>
+HWY_INLINE hn::Vec<D> BroadcastF16To(D df, const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
-    const DF df;
-    return F32FromF16Bits(df, hn::Set(hn::Rebind<uint16_t, DF>(), h));
+    return F32FromF16Bits(df, hn::Set(hn::Rebind<uint16_t, D>(), h));
+}
+
+HWY_INLINE VF BroadcastF16(const uint8_t* p) {
+    return BroadcastF16To(DF(), p);
 }
 
 HWY_INLINE float LoadF16(const uint8_t* p) {

@@ -86,19 +86,28 @@ HWY_INLINE size_t GemmScratchBytes(const ops::Weight& w) {
     }
 }
 
+// Batches smaller than a token vector stream the rows (GemvPacked); larger ones use the
+// prepared-rows micro-kernel (GemmLegacy).
+template <class Codec>
+HWY_INLINE void GemmOrGemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
+                                 int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
+    if (n_tokens < int64_t(TokenLanes())) return GemvPacked<Codec>(w, p, n_tokens, o0, o1, y);
+    GemmLegacy<Codec>(w, p, n_tokens, o0, o1, y, scratch);
+}
+
 HWY_INLINE void GemmAnyType(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
                             int64_t o1, float* y, uint8_t* scratch) {
     switch (w.type) {
         case DType::Q8_0:
-            return GemmLegacy<CodecQ8_0>(w, p, n_tokens, o0, o1, y, scratch);
+            return GemmOrGemvPacked<CodecQ8_0>(w, p, n_tokens, o0, o1, y, scratch);
         case DType::Q4_0:
-            return GemmLegacy<CodecQ4_0>(w, p, n_tokens, o0, o1, y, scratch);
+            return GemmOrGemvPacked<CodecQ4_0>(w, p, n_tokens, o0, o1, y, scratch);
         case DType::Q5_0:
-            return GemmLegacy<CodecQ5_0>(w, p, n_tokens, o0, o1, y, scratch);
+            return GemmOrGemvPacked<CodecQ5_0>(w, p, n_tokens, o0, o1, y, scratch);
         case DType::Q4_1:
-            return GemmLegacy<CodecQ4_1>(w, p, n_tokens, o0, o1, y, scratch);
+            return GemmOrGemvPacked<CodecQ4_1>(w, p, n_tokens, o0, o1, y, scratch);
         case DType::Q5_1:
-            return GemmLegacy<CodecQ5_1>(w, p, n_tokens, o0, o1, y, scratch);
+            return GemmOrGemvPacked<CodecQ5_1>(w, p, n_tokens, o0, o1, y, scratch);
         case DType::Q4_K:
             return GemmKQuant<DType::Q4_K>(w, p, n_tokens, o0, o1, y, scratch);
         case DType::Q5_K:
