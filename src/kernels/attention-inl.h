@@ -108,8 +108,9 @@ HWY_INLINE void AttendBlock(const float* HWY_RESTRICT q, int32_t qpos, const flo
         s = hn::IfThenElse(hn::FirstN(df, n_here), s,
                            hn::Set(df, -std::numeric_limits<float>::infinity()));
         const float mx = ReduceMax(df, s);
-        const float m_new = std::max(m, mx);
-        const float alpha = std::exp(m - m_new);  // 0 for the first keys (m = -inf)
+        // The running maximum rarely changes after the first keys: then nothing rescales.
+        const float alpha = mx > m ? std::exp(m - mx) : 1.0f;  // 0 for the first keys (m = -inf)
+        const float m_new = mx > m ? mx : m;
         const AV pv = hn::Exp(df, hn::Sub(s, hn::Set(df, m_new)));
         hn::Store(pv, df, p);
         l = l * alpha + ReduceSum(df, pv);

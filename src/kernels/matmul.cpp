@@ -153,7 +153,11 @@ void QuantizeAndPack(const float* x, const ops::ActLayout& l, int64_t tv, int64_
     const int64_t t0 = tv * L, t1 = t0 + L < n_tokens ? t0 + L : n_tokens;
     QuantizeActRows(x, t0, t1, act, l);
     const PackedActs p = PackLayout(l);
-    PackTokens(act, l, t0, t1 - t0, p, packed + size_t(tv) * p.stride);
+    if (UsePairs(l, n_tokens)) {
+        PackPairs(act, l, n_tokens, p, packed);
+    } else {
+        PackTokens(act, l, t0, t1 - t0, p, packed + size_t(tv) * p.stride);
+    }
 #else
     (void)x, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
 #endif
