@@ -77,6 +77,7 @@ struct PackedActs {
     const uint8_t* base = nullptr;
     size_t stride = 0;  // bytes per token vector
     size_t d_offset = 0, sum_offset = 0;
+    bool pairs = false;  // the pair layout (UsePairs)
 };
 
 HWY_INLINE PackedActs PackLayout(const ops::ActLayout& l) {
@@ -93,12 +94,13 @@ HWY_INLINE PackedActs PackLayout(const ops::ActLayout& l) {
 
 // Batches of at most L/2 tokens with VNNI use the pair layout instead: lane 2t holds token
 // t's group 2j and lane 2t+1 its group 2j+1, so one 8-byte broadcast of weights and one dot
-// product advance two groups of every token (half the dot products of the plain layout),
-// and the block scales are duplicated per lane pair. A missing last token (n < L/2) is a
-// token of ones, which sums the weights (the x + 128 correction).
-HWY_INLINE bool UsePairs(const ops::ActLayout& l, int64_t n_tokens) {
-    return kHasVnni && (l.type == DType::Q8_0 || l.type == DType::Q8_1) &&
-           n_tokens <= int64_t(TokenLanes() / 2);
+// product advance two groups of every token (half the dot products of the plain layout).
+// Here the weights are the unsigned operand (w + 128) and the activations stay signed; the
+// correction -128 * sum(x) of each token's block is packed in its even lane (the odd lane
+// holds 0, so it is counted once when the pair is added). Block scales are duplicated per
+// lane pair.
+HWY_INLINE bool UsePairs(bool all_q8_0, int64_t n_tokens) {
+    return kHasVnni && all_q8_0 && n_tokens <= int64_t(TokenLanes() / 2);
 }
 
 HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t n,
@@ -107,29 +109,17 @@ HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t n
     std::memset(out, 0, p.stride);
     auto* q = reinterpret_cast<uint32_t*>(out);
     auto* pd = reinterpret_cast<float*>(out + p.d_offset);
-    auto* ps = reinterpret_cast<float*>(out + p.sum_offset);
-    for (int64_t t = 0; t < int64_t(L / 2); ++t) {
+    auto* pc = reinterpret_cast<int32_t*>(out + p.sum_offset);
+    for (int64_t t = 0; t < n; ++t) {
         const uint8_t* row = act + size_t(t) * l.row_bytes;
-        for (int64_t g = 0; g < l.n_in / 4; ++g) {
-            uint32_t v = 0;
-            if (t < n) {
-                std::memcpy(&v, row + 4 * g, 4);
-                v ^= 0x80808080u;  // x + 128 as unsigned bytes
-            } else if (t == int64_t(L / 2) - 1) {
-                v = 0x01010101u;  // the token of ones
-            }
-            q[size_t(g / 2) * L + size_t(2 * t) + size_t(g % 2)] = v;
-        }
-        if (t >= n) continue;
+        for (int64_t g = 0; g < l.n_in / 4; ++g)
+            std::memcpy(&q[size_t(g / 2) * L + size_t(2 * t) + size_t(g % 2)], row + 4 * g, 4);
         const auto* d = reinterpret_cast<const float*>(row + l.scale_offset);
-        const auto* s = reinterpret_cast<const float*>(row + l.sum_offset);
+        const auto* sums = reinterpret_cast<const int32_t*>(row + l.sum_offset);
         for (int64_t k = 0; k < l.n_blocks; ++k) {
             float* dk = pd + size_t(k) * L + size_t(2 * t);
             dk[0] = dk[1] = d[k];
-            if (l.type == DType::Q8_1) {
-                float* sk = ps + size_t(k) * L + size_t(2 * t);
-                sk[0] = sk[1] = s[k];
-            }
+            pc[size_t(k) * L + size_t(2 * t)] = -128 * sums[k];
         }
     }
 }
@@ -359,9 +349,9 @@ HWY_INLINE void GemmLegacy(const ops::Weight& w, const PackedActs& p, int64_t n_
 // spare last lane holds the sum of each block's weights (PackTokens' lane of ones), which
 // gives the x + 128 correction in-register.
 template <class Codec, int kRows>
-HWY_INLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8_t* pf,
-                               const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
-                               int64_t ldy) {
+HWY_NOINLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8_t* pf,
+                                 const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
+                                 int64_t ldy) {
     using Rows = LegacyRows<Codec>;
     const GF df;
     const GI di;
@@ -429,55 +419,37 @@ HWY_INLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8_t
     }
 }
 
-// One row for the tokens of a pair-layout token vector (UsePairs).
-template <class Codec>
-HWY_INLINE void GemvPairsRow(const uint8_t* row, const uint8_t* pf, const PackedActs& p,
-                             int64_t n_blocks, int64_t n_tokens, float* y, int64_t ldy) {
+// One Q8_0 row for the tokens of a pair-layout token vector (UsePairs). Not inlined: in the
+// large dispatching function the loop lost its registers (counters spilled to the stack).
+HWY_NOINLINE void GemvPairsRow(const uint8_t* row, const uint8_t* pf, const PackedActs& p,
+                               int64_t n_blocks, int64_t n_tokens, float* y, int64_t ldy) {
     const GF df;
     const GI di;
     const hn::Repartition<uint64_t, GF> du64;
     const size_t L = hn::Lanes(df);
     const auto* xq = reinterpret_cast<const int8_t*>(p.base);
     const auto* dx = reinterpret_cast<const float*>(p.base + p.d_offset);
-    const auto* sx = reinterpret_cast<const float*>(p.base + p.sum_offset);
-    const bool ones = n_tokens < int64_t(L / 2);
-    HWY_ALIGN int32_t last_idx[hn::MaxLanes(GI())];
-    for (size_t i = 0; i < L; ++i) last_idx[i] = int32_t(L - 2);
-    const auto last = hn::SetTableIndices(di, last_idx);
-    HWY_ALIGN uint8_t tmp[32];
+    const auto* corr = reinterpret_cast<const int32_t*>(p.base + p.sum_offset);
+    const auto bias = hn::Set(du64, 0x8080808080808080ull);
     GVF acc = hn::Zero(df);
     for (int64_t k = 0; k < n_blocks; ++k) {
-        const uint8_t* blk = row + size_t(k) * Codec::kBytes;
-        hwy::Prefetch(pf + size_t(k) * Codec::kBytes);
-        const uint8_t* bytes = blk + 2;
-        if constexpr (!std::is_same_v<Codec, CodecQ8_0>) {
-            const D8 d8;
-            for (size_t i = 0; i < 32; i += hn::Lanes(d8))
-                hn::Store(Codec::Levels(blk, i), d8, reinterpret_cast<int8_t*>(tmp + i));
-            bytes = tmp;
-        }
-        GVI isum = hn::Zero(di), isum2 = hn::Zero(di);
+        const uint8_t* blk = row + size_t(k) * sizeof(BlockQ8_0);
+        hwy::Prefetch(pf + size_t(k) * sizeof(BlockQ8_0));
+        GVI isum = hn::LoadU(di, corr + size_t(k) * L), isum2 = hn::Zero(di);
         for (size_t j = 0; j < 4; j += 2) {
             uint64_t w0, w1;
-            std::memcpy(&w0, bytes + 8 * j, 8);
-            std::memcpy(&w1, bytes + 8 * j + 8, 8);
+            std::memcpy(&w0, blk + 2 + 8 * j, 8);
+            std::memcpy(&w1, blk + 2 + 8 * j + 8, 8);
             const int8_t* xg = xq + (size_t(k) * 4 + j) * L * 4;
-            isum = DotU8I8(di, hn::LoadU(G8(), xg), hn::BitCast(G8(), hn::Set(du64, w0)), isum);
-            isum2 = DotU8I8(di, hn::LoadU(G8(), xg + L * 4), hn::BitCast(G8(), hn::Set(du64, w1)),
-                            isum2);
+            const auto a0 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w0), bias));  // w + 128
+            const auto a1 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w1), bias));
+            isum = DotU8I8(di, a0, hn::LoadU(G8(), xg), isum);
+            isum2 = DotU8I8(di, a1, hn::LoadU(G8(), xg + L * 4), isum2);
         }
         isum = hn::Add(isum, isum2);
         isum = hn::Add(isum, hn::Shuffle2301(isum));  // both lanes of a pair: the token's sum
-        if (ones) {
-            isum = hn::Sub(isum, hn::ShiftLeft<7>(hn::TableLookupLanes(isum, last)));
-        } else {
-            isum = hn::Sub(isum,
-                           hn::Set(di, 128 * SumBytes32(reinterpret_cast<const int8_t*>(bytes))));
-        }
         const GVF scale = hn::Mul(hn::LoadU(df, dx + size_t(k) * L), BroadcastF16To(df, blk));
         acc = hn::MulAdd(hn::ConvertTo(df, isum), scale, acc);
-        if constexpr (Codec::kHasMin)
-            acc = hn::MulAdd(hn::LoadU(df, sx + size_t(k) * L), BroadcastF16To(df, blk + 2), acc);
     }
     HWY_ALIGN float lanes[hn::MaxLanes(GF())];
     hn::Store(acc, df, lanes);
@@ -497,11 +469,13 @@ HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_
     auto pf_row = [&](int64_t o) {
         return w.data + size_t(o + ahead < o1 ? o + ahead : o) * stride;
     };
-    if (kHasVnni && n_tokens <= int64_t(TokenLanes() / 2)) {  // the pair layout (UsePairs)
-        for (int64_t o = o0; o < o1; ++o)
-            GemvPairsRow<Codec>(w.data + size_t(o) * stride, pf_row(o), p, n_blocks, n_tokens,
-                                y + o, w.n_out);
-        return;
+    if constexpr (kHasVnni && std::is_same_v<Codec, CodecQ8_0>) {
+        if (p.pairs) {
+            for (int64_t o = o0; o < o1; ++o)
+                GemvPairsRow(w.data + size_t(o) * stride, pf_row(o), p, n_blocks, n_tokens, y + o,
+                             w.n_out);
+            return;
+        }
     }
     int64_t o = o0;
     for (; o + kRows <= o1; o += kRows)

@@ -414,8 +414,8 @@ HWY_INLINE void GemvRowFloat(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, c
 // Prefetching runs kPrefetchBytes ahead within the task's rows (the first rows are
 // prefetched up front).
 template <class Kernel, int T>
-HWY_INLINE void GemvRowsT(const uint8_t* w, size_t stride, int64_t o0, int64_t o1,
-                          const GemvActs& a, const ops::ActLayout& l, float* y, int64_t ldy) {
+HWY_NOINLINE void GemvRowsT(const uint8_t* w, size_t stride, int64_t o0, int64_t o1,
+                            const GemvActs& a, const ops::ActLayout& l, float* y, int64_t ldy) {
     const int64_t ahead = int64_t((kPrefetchBytes + stride - 1) / stride);
     const uint8_t* begin = w + size_t(o0) * stride;
     const uint8_t* end = w + size_t(o0 + (o1 - o0 < ahead ? o1 - o0 : ahead)) * stride;

@@ -146,20 +146,20 @@ size_t GemmPackedBytes(const ops::Weight& w, const ops::ActLayout& l) {
 }
 
 // Converts tokens of packed vector tv (rows of x) into act and packs them into `packed`.
-void QuantizeAndPack(const float* x, const ops::ActLayout& l, int64_t tv, int64_t n_tokens,
-                     uint8_t* act, uint8_t* packed) {
+void QuantizeAndPack(bool all_q8_0, const float* x, const ops::ActLayout& l, int64_t tv,
+                     int64_t n_tokens, uint8_t* act, uint8_t* packed) {
 #if HWY_TARGET != HWY_SCALAR
     const int64_t L = int64_t(TokenLanes());
     const int64_t t0 = tv * L, t1 = t0 + L < n_tokens ? t0 + L : n_tokens;
     QuantizeActRows(x, t0, t1, act, l);
     const PackedActs p = PackLayout(l);
-    if (UsePairs(l, n_tokens)) {
+    if (UsePairs(all_q8_0, n_tokens)) {
         PackPairs(act, l, n_tokens, p, packed);
     } else {
         PackTokens(act, l, t0, t1 - t0, p, packed + size_t(tv) * p.stride);
     }
 #else
-    (void)x, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
+    (void)all_q8_0, (void)x, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
 #endif
 }
 
@@ -174,14 +174,16 @@ size_t GemmScratch(const ops::Weight& w) {
 }
 
 // Rows [o0, o1) for all n_tokens tokens from the packed activations.
-void GemmTile(const ops::Weight& w, const ops::ActLayout& l, const uint8_t* packed,
+void GemmTile(const ops::Weight& w, const ops::ActLayout& l, const uint8_t* packed, bool all_q8_0,
               int64_t n_tokens, int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
 #if HWY_TARGET != HWY_SCALAR
     PackedActs p = PackLayout(l);
     p.base = packed;
+    p.pairs = UsePairs(all_q8_0, n_tokens);
     GemmAnyType(w, p, n_tokens, o0, o1, y, scratch);
 #else
-    (void)w, (void)l, (void)packed, (void)n_tokens, (void)o0, (void)o1, (void)y, (void)scratch;
+    (void)w, (void)l, (void)packed, (void)all_q8_0, (void)n_tokens, (void)o0, (void)o1, (void)y;
+    (void)scratch;
 #endif
 }
 
@@ -339,8 +341,11 @@ void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int6
         const int64_t n_vecs = (n_tokens + L - 1) / L;
         uint8_t* act = scratch_bytes(pool, act_bytes + packed_bytes * size_t(n_vecs), local);
         uint8_t* packed = act + act_bytes;
+        bool all_q8_0 = true;
+        for (int m = 0; m < n; ++m) all_q8_0 &= ws[m].type == DType::Q8_0;
         const auto pack = HWY_DYNAMIC_DISPATCH(QuantizeAndPack);
-        parallel_for(pool, n_vecs, [&](int64_t tv, int) { pack(x, l, tv, n_tokens, act, packed); });
+        parallel_for(pool, n_vecs,
+                     [&](int64_t tv, int) { pack(all_q8_0, x, l, tv, n_tokens, act, packed); });
         const auto gemm = HWY_DYNAMIC_DISPATCH(GemmTile);
         std::vector<uint8_t> local_scratch(pool ? 0 : scratch_size);
         const RowTasks tasks(ws, n, rows_per_task(total_rows, n_threads, 4, 4));
@@ -348,7 +353,7 @@ void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int6
             const RowTask task = tasks[t];
             auto* scratch = pool ? static_cast<uint8_t*>(pool->thread_scratch(thread, scratch_size))
                                  : local_scratch.data();
-            gemm(ws[task.m], l, packed, n_tokens, task.o0, task.o1, ys[task.m], scratch);
+            gemm(ws[task.m], l, packed, all_q8_0, n_tokens, task.o0, task.o1, ys[task.m], scratch);
         });
         return;
     }
