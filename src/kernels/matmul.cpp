@@ -6,6 +6,7 @@
 #define HWY_TARGET_INCLUDE "kernels/matmul.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/gemm-inl.h"
 #include "kernels/gemm_float-inl.h"
@@ -421,6 +422,13 @@ void convert_activations_for_test(DType act, const float* x, int64_t n, void* ou
             }
             return;
         }
+    }
+}
+
+void prefetch_weights(const Weight* ws, int n, size_t bytes) {
+    for (int m = 0; m < n; ++m) {
+        const size_t size = std::min(bytes, ws[m].row_stride * size_t(ws[m].n_out));
+        for (size_t o = 0; o < size; o += 64) hwy::Prefetch(ws[m].data + o);
     }
 }
 

@@ -41,6 +41,12 @@ constexpr int kMaxMatmulMany = 8;
 void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
                  ThreadPool* pool);
 
+// Starts loading the first `bytes` of each weight into the cache and returns at once (software
+// prefetch, no result). Decode reads every matrix from DRAM and each matmul first waits for
+// its first rows; calling this for the next matmul's weights before an op that does not read
+// weights (attention, a norm) hides that wait.
+void prefetch_weights(const Weight* ws, int n, size_t bytes);
+
 // out[r, :] = dequantized row ids[r] of w.   out: [n_ids, w.n_in]. Embedding lookup.
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
 
