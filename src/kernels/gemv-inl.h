@@ -294,7 +294,6 @@ HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, con
     const D8 d8;
     const DU8 du8;
     const D32 d32;
-    const DF df;
     const size_t N8 = hn::Lanes(d8);
     float total[T] = {};
     // Scales of the sub-blocks of elements i .. i + N8 of a 32-value group: one per 16.
