@@ -40,15 +40,18 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 
 // One quantised matrix copied past the working-set size; next() cycles through the copies.
 class Weights {
-public:
+  public:
     Weights(DType type, int64_t n_in, int64_t n_out) {
         const size_t rb = row_bytes(type, n_in);
         bytes_ = rb * size_t(n_out);
-        n_ = std::max<size_t>(2, (size_t(env_int("TROUPE_WORKING_SET_MB", 256)) << 20) / bytes_ + 1);
+        n_ =
+            std::max<size_t>(2, (size_t(env_int("TROUPE_WORKING_SET_MB", 256)) << 20) / bytes_ + 1);
         data_.resize(bytes_ * n_);
         const auto f = random_floats(size_t(n_in) * size_t(n_out), 1);
-        for (int64_t o = 0; o < n_out; ++o) quantize_row(type, f.data() + o * n_in, data_.data() + size_t(o) * rb, n_in);
-        for (size_t c = 1; c < n_; ++c) std::memcpy(data_.data() + c * bytes_, data_.data(), bytes_);
+        for (int64_t o = 0; o < n_out; ++o)
+            quantize_row(type, f.data() + o * n_in, data_.data() + size_t(o) * rb, n_in);
+        for (size_t c = 1; c < n_; ++c)
+            std::memcpy(data_.data() + c * bytes_, data_.data(), bytes_);
         w_ = ops::Weight{type, n_in, n_out, data_.data(), rb};
     }
     ops::Weight next() {
@@ -58,7 +61,7 @@ public:
     }
     size_t bytes() const { return bytes_; }
 
-private:
+  private:
     std::vector<uint8_t> data_;
     size_t bytes_ = 0, n_ = 0, i_ = 0;
     ops::Weight w_;
@@ -73,8 +76,9 @@ void BM_Matmul(benchmark::State& state) {
     std::vector<float> y(size_t(n_out * n_tokens));
     for (auto _ : state) ops::matmul(w.next(), x.data(), y.data(), n_tokens, &pool());
     state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.bytes()));
-    state.counters["FLOPS"] = benchmark::Counter(2.0 * double(n_in * n_out * n_tokens) * double(state.iterations()),
-                                                 benchmark::Counter::kIsRate);
+    state.counters["FLOPS"] =
+        benchmark::Counter(2.0 * double(n_in * n_out * n_tokens) * double(state.iterations()),
+                           benchmark::Counter::kIsRate);
     state.SetLabel(type_name(type));
 }
 
@@ -89,7 +93,10 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
         for (int64_t n : {2, 4, 8, 16, 64, 512}) b->Args({int64_t(t), 576, 1536, n});
     }
 }
-BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->ArgNames({"type", "n_out", "n_in", "tokens"})->UseRealTime();
+BENCHMARK(BM_Matmul)
+    ->Apply(MatmulArgs)
+    ->ArgNames({"type", "n_out", "n_in", "tokens"})
+    ->UseRealTime();
 
 // QKV of one decode step: one fused call vs three.
 void BM_MatmulQkv(benchmark::State& state) {
@@ -106,7 +113,8 @@ void BM_MatmulQkv(benchmark::State& state) {
             for (int i = 0; i < 3; ++i) ops::matmul(ws[i], x.data(), ys[i], 1, &pool());
         }
     }
-    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(q.bytes() + k.bytes() + v.bytes()));
+    state.SetBytesProcessed(int64_t(state.iterations()) *
+                            int64_t(q.bytes() + k.bytes() + v.bytes()));
 }
 BENCHMARK(BM_MatmulQkv)->Arg(0)->Arg(1)->ArgName("fused")->UseRealTime();
 
@@ -148,14 +156,17 @@ void BM_Attention(benchmark::State& state) {
     for (int b = 0; b < prefix / 16; ++b) shared.push_back(next++);
     for (int s = 0; s < n_seqs; ++s) {
         tables[size_t(s)] = shared;
-        while (int(tables[size_t(s)].size()) * 16 < ctx + n_q) tables[size_t(s)].push_back(next++ % 2048);
+        while (int(tables[size_t(s)].size()) * 16 < ctx + n_q)
+            tables[size_t(s)].push_back(next++ % 2048);
         q[size_t(s)] = random_floats(size_t(n_q) * 9 * 64, uint32_t(s));
         o[size_t(s)].resize(q[size_t(s)].size());
-        seqs.push_back({tables[size_t(s)].data(), ctx, n_q, q[size_t(s)].data(), o[size_t(s)].data()});
+        seqs.push_back(
+            {tables[size_t(s)].data(), ctx, n_q, q[size_t(s)].data(), o[size_t(s)].data()});
     }
     const auto groups = grouped ? ops::find_shared_prefixes(seqs.data(), n_seqs, 16)
                                 : std::vector<ops::SharedPrefixGroup>{};
-    for (auto _ : state) ops::attention_shared(kv.view, seqs.data(), n_seqs, groups, 9, 0.125f, &pool());
+    for (auto _ : state)
+        ops::attention_shared(kv.view, seqs.data(), n_seqs, groups, 9, 0.125f, &pool());
 }
 BENCHMARK(BM_Attention)
     ->Args({1, 64, 1, 0, 0})

@@ -7,6 +7,13 @@
 //
 // Where the time goes: matmul (the weights are read once per call, so decode is bound by
 // memory bandwidth and batched decode / prefill by arithmetic), then attention.
+//
+// Threads: ops that take a ThreadPool split their work over it (null: the calling thread
+// alone) and must be called from the pool's owner thread, never from inside a pool task.
+// They use the pool's scratch memory (ThreadPool::shared_scratch / thread_scratch), whose
+// contents do not survive an op. The other ops run on the calling thread.
+// Errors: a weight type without compute code throws troupe::Error (from act_type); shapes
+// and pointers are the caller's invariants (TROUPE_CHECK where cheap).
 #pragma once
 
 #include <cstddef>
