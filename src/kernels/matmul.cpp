@@ -214,9 +214,26 @@ namespace ops {
 
 namespace {
 
-// From this many tokens on, matrix-matrix kernels (which repack each row group once per
-// call) beat one matrix-vector pass per token.
-constexpr int64_t kMinGemmTokens = 4;
+// From how many tokens on the packed (matrix-matrix) kernels beat matrix-vector passes of up
+// to 3 tokens each (measured): the 32-value block types stream their rows once for up to a
+// vector of tokens (GemvPacked) and win from 4; a K-quant row costs the same for 1 or a full
+// vector of tokens, so they wait for one; float rows need several vectors of tokens.
+int64_t min_gemm_tokens(DType type, int64_t token_lanes) {
+    switch (type) {
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q5_0:
+        case DType::Q4_1:
+        case DType::Q5_1:
+            return 4;
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+            return std::max<int64_t>(4, 4 * token_lanes);
+        default:
+            return std::max<int64_t>(4, token_lanes);
+    }
+}
 
 // Runs fn(task, thread) for n_tasks tasks on the pool, or inline without one.
 template <class F>
@@ -335,10 +352,14 @@ void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int6
         if (HWY_DYNAMIC_DISPATCH(GemmPackedBytes)(ws[m], l) == 0) packed_bytes = 0;
         scratch_size = std::max(scratch_size, HWY_DYNAMIC_DISPATCH(GemmScratch)(ws[m]));
     }
-    if (n_tokens >= kMinGemmTokens && packed_bytes > 0) {
+    const int64_t token_lanes = int64_t(HWY_DYNAMIC_DISPATCH(GemmTokenLanes)());
+    int64_t min_tokens = 0;
+    for (int m = 0; m < n; ++m)
+        min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes));
+    if (n_tokens >= min_tokens && packed_bytes > 0) {
         // Matrix-matrix: convert and pack the tokens (in parallel, one packed vector per
         // task), then every task takes a range of rows for all tokens.
-        const int64_t L = int64_t(HWY_DYNAMIC_DISPATCH(GemmTokenLanes)());
+        const int64_t L = token_lanes;
         const int64_t n_vecs = (n_tokens + L - 1) / L;
         uint8_t* act = scratch_bytes(pool, act_bytes + packed_bytes * size_t(n_vecs), local);
         uint8_t* packed = act + act_bytes;

@@ -112,9 +112,11 @@ TEST(Matmul, PlainTypesAnyLength) {
 
 TEST(Matmul, BatchedShapesOfTheModel) {
     ThreadPool pool(2);
-    // Matrix-matrix kernels: whole and partial token vectors (16 tokens on AVX-512) and tiles.
+    // Matrix-matrix kernels: whole and partial token vectors (16 tokens on AVX-512), tiles,
+    // and enough tokens for the float types' packed path (4 vectors).
     for (DType type : kTypes)
-        for (int64_t n_tokens : {4, 8, 16, 37}) check_matmul(type, 256 * 3, 81, n_tokens, &pool, 0);
+        for (int64_t n_tokens : {4, 8, 16, 37, 70})
+            check_matmul(type, 256 * 3, 81, n_tokens, &pool, 0);
 }
 
 // Several matrices on one input: Q, K and V shapes of one type (one fused dispatch), and a
