@@ -1,5 +1,6 @@
 #include "kernels/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -36,7 +37,7 @@ void spin_until(Pred pred) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads < 1 ? 1 : n_threads), thread_buffers_(size_t(n_threads_)) {
+    : n_threads_(std::clamp(n_threads, 1, kMaxThreads)), thread_buffers_(size_t(n_threads_)) {
     workers_.reserve(size_t(n_threads_ - 1));
     for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_main(t); });
 }

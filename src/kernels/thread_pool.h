@@ -24,8 +24,9 @@ namespace troupe {
 
 class ThreadPool {
   public:
-    // n_threads >= 1 counts the calling thread: n_threads - 1 workers are started. Values
-    // below 1 are treated as 1.
+    // n_threads counts the calling thread: n_threads - 1 workers are started. Clamped to
+    // [1, kMaxThreads].
+    static constexpr int kMaxThreads = 1024;
     explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
