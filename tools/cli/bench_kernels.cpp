@@ -181,7 +181,7 @@ void bench_gemv(Context& c, const std::vector<DType>& types) {
     say(c,
         "matrix-vector (decode, 1 token, weights from DRAM), %d threads: GB/s of weights and "
         "fraction "
-        "of the read bandwidth\n",
+        "of the best read bandwidth\n",
         c.pool.size());
     say(c, "  %-6s", "type");
     for (const Shape& s : kShapes) say(c, " %18s", s.name);
@@ -217,7 +217,8 @@ void bench_gemv(Context& c, const std::vector<DType>& types) {
 void bench_gemm(Context& c, const std::vector<DType>& types) {
     const std::vector<int64_t> batches = {1, 2, 4, 8, 16, 64, 512};
     say(c,
-        "matrix-matrix, %d threads: GFLOP/s (2 per multiply-add) and fraction of the FMA probe\n",
+        "matrix-matrix, %d threads: GFLOP/s (2 per multiply-add) and fraction of the best FMA "
+        "probe\n",
         c.pool.size());
     say(c, "  %-6s %-9s", "type", "shape");
     for (int64_t b : batches) say(c, " %14s", ("batch " + std::to_string(b)).c_str());
