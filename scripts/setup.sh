@@ -3,6 +3,7 @@
 # data from npm, and builds the release tree in build/.
 #   scripts/setup.sh            install + fetch + build
 #   scripts/setup.sh --deps     install Debian packages only
+#   scripts/setup.sh --arm64    also install the arm64 cross compiler and qemu (packages only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,10 @@ PACKAGES=(
   libpcre2-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   nodejs npm
 )
+
+# Optional: a cross compiler and qemu to run the kernel tests on arm64 (NEON):
+# scripts/setup.sh --arm64, then scripts/check-arm64-kernels.sh.
+[ "${1:-}" = "--arm64" ] && PACKAGES+=(g++-aarch64-linux-gnu qemu-user)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -24,7 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-[ "${1:-}" = "--deps" ] && exit 0
+[ "${1:-}" = "--deps" ] || [ "${1:-}" = "--arm64" ] && exit 0
 
 scripts/fetch-llama-data.sh
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "util/error.h"
 
@@ -385,19 +386,19 @@ void GgufWriter::write_file(const std::string& path) const {
     class FileSink : public Sink {
       public:
         FILE* f = nullptr;
-        bool ok = true;
+        int error = 0;  // errno of the first failed write
         void put(const void* p, size_t n) override {
-            if (ok && std::fwrite(p, 1, n, f) != n) ok = false;
+            if (error == 0 && std::fwrite(p, 1, n, f) != n) error = errno ? errno : EIO;
         }
     } sink;
     sink.f = std::fopen(path.c_str(), "wb");
     if (!sink.f) throw Error(path + ": cannot create file: " + std::strerror(errno));
     write(sink);
-    const int saved = errno;
-    const bool closed = std::fclose(sink.f) == 0;
-    if (!sink.ok || !closed) {
-        std::remove(path.c_str());
-        throw Error(path + ": write failed: " + std::strerror(sink.ok ? errno : saved));
+    if (std::fclose(sink.f) != 0 && sink.error == 0) sink.error = errno ? errno : EIO;
+    if (sink.error != 0) {
+        std::error_code ec;  // remove a partial file, never a device such as /dev/full
+        if (std::filesystem::is_regular_file(path, ec)) std::filesystem::remove(path, ec);
+        throw Error(path + ": write failed: " + std::strerror(sink.error));
     }
 }
 

@@ -7,10 +7,18 @@
 //
 // Where the time goes: matmul (the weights are read once per call, so decode is bound by
 // memory bandwidth and batched decode / prefill by arithmetic), then attention.
+//
+// Threads: ops that take a ThreadPool split their work over it (null: the calling thread
+// alone) and must be called from the pool's owner thread, never from inside a pool task.
+// They use the pool's scratch memory (ThreadPool::shared_scratch / thread_scratch), whose
+// contents do not survive an op. The other ops run on the calling thread.
+// Errors: a weight type without compute code throws troupe::Error (from act_type); shapes
+// and pointers are the caller's invariants (TROUPE_CHECK where cheap).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/thread_pool.h"
 #include "tensor/types.h"
@@ -20,16 +28,31 @@ namespace troupe::ops {
 // A weight matrix as stored in the model file: n_out rows of n_in values each, in `type`.
 struct Weight {
     DType type = DType::F32;
-    int64_t n_in = 0;        // values per row (the reduction dimension)
-    int64_t n_out = 0;       // rows
+    int64_t n_in = 0;   // values per row (the reduction dimension)
+    int64_t n_out = 0;  // rows
     const uint8_t* data = nullptr;
-    size_t row_stride = 0;   // bytes between rows (row_bytes(type, n_in) for file tensors)
+    size_t row_stride = 0;  // bytes between rows (row_bytes(type, n_in) for file tensors)
 };
 
 // y[t, o] = sum_i w[o, i] * x[t, i].   x: [n_tokens, w.n_in], y: [n_tokens, w.n_out].
 // Activations are converted to act_type(w.type) first (see tensor/quant_ref.h).
 // pool may be null (runs on the calling thread).
 void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool);
+
+// Several weights applied to the same input, in one call: ys[i] = ws[i] x, ys[i]:
+// [n_tokens, ws[i].n_out], for i < n <= kMaxMatmulMany. The input is converted once and all
+// rows of all matrices are split over the threads in one dispatch (Q, K and V; gate and
+// up): decode pays the dispatch and the imbalance at its end once instead of n times.
+// Weights of different activation types or input sizes are computed one after the other.
+constexpr int kMaxMatmulMany = 8;
+void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
+                 ThreadPool* pool);
+
+// Starts loading the first `bytes` of each weight into the cache and returns at once (software
+// prefetch, no result). Decode reads every matrix from DRAM and each matmul first waits for
+// its first rows; calling this for the next matmul's weights before an op that does not read
+// weights (attention, a norm) hides that wait.
+void prefetch_weights(const Weight* ws, int n, size_t bytes);
 
 // out[r, :] = dequantized row ids[r] of w.   out: [n_ids, w.n_in]. Embedding lookup.
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
@@ -47,17 +70,27 @@ enum class RopeMode { Norm, Neox };
 struct RopeParams {
     int n_rot = 0;
     float freq_base = 10000.0f;
-    float freq_scale = 1.0f;        // 1 / linear scaling factor
-    float ext_factor = 0.0f;        // YaRN extrapolation mix (0 = off)
-    float attn_factor = 1.0f;       // YaRN magnitude scaling
+    float freq_scale = 1.0f;   // 1 / linear scaling factor
+    float ext_factor = 0.0f;   // YaRN extrapolation mix (0 = off)
+    float attn_factor = 1.0f;  // YaRN magnitude scaling
     float beta_fast = 32.0f;
     float beta_slow = 1.0f;
-    int n_ctx_orig = 0;             // training context (YaRN)
+    int n_ctx_orig = 0;                   // training context (YaRN)
     const float* freq_factors = nullptr;  // [n_rot / 2] or null (Llama 3.1 rope_freqs)
     RopeMode mode = RopeMode::Norm;
 };
 void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim,
           const RopeParams& p);
+
+// The same rotation in two steps, so that a forward pass computes the angles once per
+// position and reuses them for Q and K of every layer (rope() evaluates n_rot / 2 sines and
+// cosines per row and call).
+// rope_angles: table[r, 0 .. n_rot/2) = cos, table[r, n_rot/2 .. n_rot) = sin of row r's
+// angles (bit-identical to rope()'s).   pos: [n_rows], table: [n_rows, p.n_rot].
+void rope_angles(const int32_t* pos, int64_t n_rows, const RopeParams& p, float* table);
+// rope_apply: rotates x: [n_rows, n_heads, head_dim] in place by table: [n_rows, p.n_rot].
+void rope_apply(float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
+                const RopeParams& p);
 
 // out[i] = silu(gate[i]) * up[i].   All [n].  out may alias gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
@@ -87,8 +120,8 @@ struct KvLayerView {
 // Writes K and V of n rows at positions pos[r] of one sequence, through its block table
 // (position p lives in block block_table[p / block_size], slot p % block_size).
 // k, v: [n, n_kv_head * head_dim] f32; converted to kv.type.
-void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
-              const float* k, const float* v, int64_t n);
+void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
+              const float* v, int64_t n);
 
 // The queries of one sequence in a batch: n_q rows at consecutive positions first_pos,
 // first_pos + 1, ...; row r attends causally to positions [0, first_pos + r], whose K/V must
@@ -97,13 +130,37 @@ struct AttentionSeq {
     const int32_t* block_table = nullptr;  // [>= (first_pos + n_q + block_size - 1) / block_size]
     int first_pos = 0;
     int n_q = 0;
-    const float* q = nullptr;              // [n_q, n_head, head_dim]
-    float* out = nullptr;                  // [n_q, n_head, head_dim]
+    const float* q = nullptr;  // [n_q, n_head, head_dim]
+    float* out = nullptr;      // [n_q, n_head, head_dim]
 };
 
 // Scaled dot-product attention with grouped KV heads (query head h reads kv head
-// h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch.
-void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
-               float scale, ThreadPool* pool);
+// h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch. Sequences whose
+// block tables begin with the same physical blocks (a prompt prefix shared through the
+// prefix cache) are found (find_shared_prefixes) and computed as attention_shared() does.
+void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head, float scale,
+               ThreadPool* pool);
+
+// Sequences of a batch whose block tables begin with the same n_blocks physical blocks.
+struct SharedPrefixGroup {
+    std::vector<int> seqs;  // indices into the batch's AttentionSeq array, >= 2 of them
+    int n_blocks = 0;       // leading block-table entries all of them share
+};
+
+// Groups of at least two sequences sharing at least min_blocks leading blocks (each sequence
+// in at most one group; a group shares the longest prefix common to all its members). Only
+// blocks a sequence uses (up to position first_pos + n_q - 1) count.
+std::vector<SharedPrefixGroup> find_shared_prefixes(const AttentionSeq* seqs, int n_seqs,
+                                                    int block_size, int min_blocks = 1);
+
+// attention() with explicit groups (none: every sequence reads all its keys itself). The
+// query rows of all sequences of a group attend to the shared blocks together, as
+// matrix-matrix work that reads each shared K/V block once for all of them, giving partial
+// results (running max, sum of exponentials, unnormalised output); each sequence then adds
+// its private blocks and the partial results merge by log-sum-exp. Same result as
+// attention() up to float rounding.
+void attention_shared(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
+                      const std::vector<SharedPrefixGroup>& groups, int n_head, float scale,
+                      ThreadPool* pool);
 
 }  // namespace troupe::ops

@@ -53,7 +53,8 @@ void rope_cos_sin(int32_t pos, const RopeParams& p, float* cos_out, float* sin_o
     const int n_dims = p.n_rot;
     float corr0 = 0.0f, corr1 = 0.0f;
     if (p.ext_factor != 0.0f) {
-        const float start = std::floor(yarn_corr_dim(n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base));
+        const float start =
+            std::floor(yarn_corr_dim(n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base));
         const float end = std::ceil(yarn_corr_dim(n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base));
         corr0 = std::max(0.0f, start);
         corr1 = std::min(float(n_dims - 1), end);
@@ -155,16 +156,16 @@ void store_vec(DType type, uint8_t* dst, const float* src, int n) {
 }
 }  // namespace
 
-void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
-              const float* k, const float* v, int64_t n) {
+void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
+              const float* v, int64_t n) {
     TROUPE_CHECK(kv.type == DType::F16 || kv.type == DType::F32);
     const int row = kv.n_kv_head * kv.head_dim;
     for (int64_t r = 0; r < n; ++r)
         for (int h = 0; h < kv.n_kv_head; ++h) {
-            store_vec(kv.type, kv_vec(kv, kv.k, block_table, pos[r], h), k + r * row + h * kv.head_dim,
-                      kv.head_dim);
-            store_vec(kv.type, kv_vec(kv, kv.v, block_table, pos[r], h), v + r * row + h * kv.head_dim,
-                      kv.head_dim);
+            store_vec(kv.type, kv_vec(kv, kv.k, block_table, pos[r], h),
+                      k + r * row + h * kv.head_dim, kv.head_dim);
+            store_vec(kv.type, kv_vec(kv, kv.v, block_table, pos[r], h),
+                      v + r * row + h * kv.head_dim, kv.head_dim);
         }
 }
 

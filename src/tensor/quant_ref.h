@@ -11,7 +11,9 @@
 //   numerics, which the golden outputs come from.
 //
 // All functions take n = number of values; n must be a multiple of the type's block size
-// (checked). Buffers do not alias. Thread-safe (pure functions).
+// (checked with TROUPE_CHECK, which aborts: row lengths come from tensors validated when the
+// file was opened). A type without compute code throws troupe::Error naming the type.
+// Buffers do not alias. Thread-safe (pure functions).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +32,9 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Encodes src[n] as `type` into dst (row_bytes(type, n) bytes). Available for every type with
 // has_compute plus Q8_1 and Q8_K. The K-quant encoders search per-sub-block scales and mins to
-// minimise squared error; they need not match llama-quantize bit for bit.
+// minimise squared error. Every encoder follows ggml's reference numerics, so the output equals
+// llama-quantize's (without an importance matrix) byte for byte; tests/tensor checks this on
+// the shared model files.
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
 // sum_i dequant(row)[i] * x[i], accumulated in float in index order.

@@ -5,7 +5,9 @@
 // - the activation quantizers (Q8_0, Q8_1, Q8_K) give llama.cpp's bytes;
 // - the weight quantizers reproduce llama-quantize's output (made without an importance
 //   matrix) byte for byte, which the tests check on the shared model files;
-// - dequantized values are bit-identical to ggml's dequantize_row_*.
+// - dequantized values are bit-identical to ggml's dequantize_row_*;
+// - the dots return the same float as ggml's scalar ggml_vec_dot_*_generic (tests/tensor/
+//   quant_golden_test.cpp holds values computed with llama.cpp's own code).
 #pragma once
 
 #include <cstdint>

@@ -204,17 +204,26 @@ float fit_symmetric(const float* x, int8_t* L) {
     return scale;
 }
 
-// The integer dot of 256 levels a[] (already offset) with q8[], weighted per sub-block of
-// `sub` values by scales[]: sum_j scale_j * sum_{i in j} a_i * q8_i.
-int32_t scaled_isum(const int8_t* a, const int8_t* q8, const int* scales, int sub) {
-    int32_t total = 0;
-    for (int j = 0; j < QK_K / sub; ++j) {
-        int32_t s = 0;
-        for (int l = 0; l < sub; ++l) s += int32_t(a[sub * j + l]) * q8[sub * j + l];
-        total += scales[j] * s;
+// Accumulator of a K-quant dot in ggml's reference order: 8 float lanes (lane l takes the
+// elements i = l mod 8) summed over the super-blocks, the mins term in a separate running sum,
+// and the lanes added last. Following that order makes vec_dot_act equal to llama.cpp's
+// reference dot bit for bit.
+struct KDotAcc {
+    float lane[8] = {};
+    float rest = 0.0f;
+
+    // Adds d * sum_i scale(i) * a_i * q8_i, the scale changing every `sub` values.
+    void add_scaled(const int8_t* a, const int8_t* q8, const int* scales, int sub, float d) {
+        int32_t aux[8] = {};
+        for (int i = 0; i < QK_K; ++i) aux[i % 8] += scales[i / sub] * (int32_t(a[i]) * q8[i]);
+        for (int l = 0; l < 8; ++l) lane[l] += d * float(aux[l]);
     }
-    return total;
-}
+    float total() const {
+        float s = rest;
+        for (int l = 0; l < 8; ++l) s += lane[l];
+        return s;
+    }
+};
 
 // Levels of a Q4_K / Q5_K block as int8 (q5 adds the high bit from qh), element order.
 void unpack_q45(const uint8_t* qs, const uint8_t* qh, int8_t* a) {
@@ -245,15 +254,30 @@ void unpack_q6(const BlockQ6_K& b, int8_t* a) {
     }
 }
 
+// Levels 0..63 of a Q6_K block into ql (low 4 bits) and qh (high 2 bits): in each half of 128
+// values, ql[l] holds elements l and l + 64, ql[l + 32] elements l + 32 and l + 96, and qh[l]
+// the high bits of l, l + 32, l + 64, l + 96.
+void pack_q6(const int8_t* L, BlockQ6_K& b) {
+    for (int h = 0; h < QK_K / 128; ++h) {
+        const int8_t* q = L + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+            b.ql[64 * h + l] = uint8_t((q[l] & 0x0f) | ((q[l + 64] & 0x0f) << 4));
+            b.ql[64 * h + l + 32] = uint8_t((q[l + 32] & 0x0f) | ((q[l + 96] & 0x0f) << 4));
+            b.qh[32 * h + l] = uint8_t((q[l] >> 4) | ((q[l + 32] >> 4) << 2) |
+                                       ((q[l + 64] >> 4) << 4) | ((q[l + 96] >> 4) << 6));
+        }
+    }
+}
+
 // Q4_K / Q5_K dot with Q8_K: the mins term uses the activations' per-16 sums (bsums).
-float dot_scale_min(const BlockQ8_K& y, const int8_t* a, const uint8_t* packed, float d,
-                    float dmin) {
+void add_scale_min(KDotAcc& acc, const BlockQ8_K& y, const int8_t* a, const uint8_t* packed,
+                   uint16_t d, uint16_t dmin) {
     int scales[kNumSub], mins[kNumSub];
     for (int j = 0; j < kNumSub; ++j) unpack_scale_min(j, packed, scales[j], mins[j]);
     int32_t msum = 0;
     for (int j = 0; j < QK_K / 16; ++j) msum += int32_t(y.bsums[j]) * mins[j / 2];
-    const int32_t isum = scaled_isum(a, y.qs, scales, kSub);
-    return d * y.d * float(isum) - dmin * y.d * float(msum);
+    acc.add_scaled(a, y.qs, scales, kSub, fp16_to_fp32(d) * y.d);
+    acc.rest -= fp16_to_fp32(dmin) * y.d * float(msum);
 }
 
 }  // namespace
@@ -352,15 +376,7 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
                 L[kSub6 * j + l] =
                     int8_t(clamp_int(nearest_int(x[kSub6 * j + l] / d), -32, 31) + 32);
         }
-        for (int h = 0; h < QK_K / 128; ++h) {
-            const int8_t* q = L + 128 * h;
-            for (int l = 0; l < 32; ++l) {
-                y[i].ql[64 * h + l] = uint8_t((q[l] & 0x0f) | ((q[l + 64] & 0x0f) << 4));
-                y[i].ql[64 * h + l + 32] = uint8_t((q[l + 32] & 0x0f) | ((q[l + 96] & 0x0f) << 4));
-                y[i].qh[32 * h + l] = uint8_t((q[l] >> 4) | ((q[l + 32] >> 4) << 2) |
-                                              ((q[l + 64] >> 4) << 4) | ((q[l + 96] >> 4) << 6));
-            }
-        }
+        pack_q6(L, y[i]);
     }
 }
 
@@ -391,34 +407,34 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
 
 float dot_q4_k_q8_k(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
     int8_t a[QK_K];
-    float sum = 0.0f;
+    KDotAcc acc;
     for (int64_t i = 0; i < nb; ++i) {
         unpack_q45(x[i].qs, nullptr, a);
-        sum += dot_scale_min(y[i], a, x[i].scales, fp16_to_fp32(x[i].d), fp16_to_fp32(x[i].dmin));
+        add_scale_min(acc, y[i], a, x[i].scales, x[i].d, x[i].dmin);
     }
-    return sum;
+    return acc.total();
 }
 
 float dot_q5_k_q8_k(const BlockQ5_K* x, const BlockQ8_K* y, int64_t nb) {
     int8_t a[QK_K];
-    float sum = 0.0f;
+    KDotAcc acc;
     for (int64_t i = 0; i < nb; ++i) {
         unpack_q45(x[i].qs, x[i].qh, a);
-        sum += dot_scale_min(y[i], a, x[i].scales, fp16_to_fp32(x[i].d), fp16_to_fp32(x[i].dmin));
+        add_scale_min(acc, y[i], a, x[i].scales, x[i].d, x[i].dmin);
     }
-    return sum;
+    return acc.total();
 }
 
 float dot_q6_k_q8_k(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
     int8_t a[QK_K];
-    float sum = 0.0f;
+    KDotAcc acc;
     for (int64_t i = 0; i < nb; ++i) {
         unpack_q6(x[i], a);
         int scales[kNumSub6];
         for (int j = 0; j < kNumSub6; ++j) scales[j] = x[i].scales[j];
-        sum += fp16_to_fp32(x[i].d) * y[i].d * float(scaled_isum(a, y[i].qs, scales, kSub6));
+        acc.add_scaled(a, y[i].qs, scales, kSub6, fp16_to_fp32(x[i].d) * y[i].d);
     }
-    return sum;
+    return acc.total();
 }
 
 }  // namespace troupe::qref

@@ -2,6 +2,7 @@
 // 2 and 3, custom alignments, tensor placement; and the writer's own validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -200,7 +201,7 @@ TEST(GgufRoundTrip, TensorPlacementForEveryAlignment) {
             EXPECT_EQ(t.offset % align, 0u);
             const auto want = pattern(spec_bytes(specs[k]), uint8_t(k + 1));
             ASSERT_EQ(t.n_bytes, want.size());
-            if (!want.empty()) EXPECT_EQ(0, std::memcmp(t.data, want.data(), want.size())) << t.name;
+            EXPECT_TRUE(std::equal(want.begin(), want.end(), t.data)) << t.name;
             for (size_t p = t.n_bytes; p % align; ++p)  // padding after the tensor is zero
                 ASSERT_EQ(bytes[g->data_offset() + t.offset + p], 0)
                     << t.name << " align " << align;
@@ -243,6 +244,16 @@ TEST(GgufRoundTrip, WriteFileAndOpen) {
     EXPECT_EQ(g->file_size(), w.write_bytes().size());
     EXPECT_EQ(g->find_tensor("h")->data[1], 0x3c);
     std::filesystem::remove(path);
+    if (std::filesystem::exists("/dev/full")) {  // every write fails with ENOSPC
+        try {
+            w.write_file("/dev/full");
+            ADD_FAILURE() << "no error writing to /dev/full";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("/dev/full: write failed"), std::string::npos)
+                << e.what();
+        }
+        EXPECT_TRUE(std::filesystem::exists("/dev/full"));
+    }
     try {
         w.write_file("/nonexistent-dir/x.gguf");
         ADD_FAILURE() << "no error";

@@ -43,7 +43,7 @@ double robust_median(std::vector<double> v) {
 
 // A deterministic stream of English tokens: the bundled public-domain text, repeated.
 std::vector<int32_t> text_tokens(const Model& m, size_t n) {
-    const std::string path = std::string(TROUPE_SOURCE_DIR) + "/tests/data/pride-and-prejudice-ch1.txt";
+    const std::string path = TROUPE_BENCH_TEXT;
     std::ifstream in(path);
     if (!in) throw Error(path + ": cannot open (the benchmark's text)");
     std::stringstream ss;

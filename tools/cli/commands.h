@@ -13,5 +13,6 @@ void add_batch_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_run_command(CLI::App& app);   // cmd_run.cpp
 void add_lint_command(CLI::App& app);  // cmd_lint.cpp
+void add_bench_command(CLI::App& app);
 
 }  // namespace troupe::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     troupe::cli::add_tokenize_command(app);
     troupe::cli::add_run_command(app);
     troupe::cli::add_lint_command(app);
+    troupe::cli::add_bench_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

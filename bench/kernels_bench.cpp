@@ -1,0 +1,204 @@
+// troupe-bench-kernels: Google Benchmark micro-benchmarks of the kernels (fixed seeds).
+//   build/bin/troupe-bench-kernels --benchmark_format=json
+// Threads come from TROUPE_THREADS (default 2). Matrix benchmarks cycle through copies of
+// the weights larger than the last-level cache (TROUPE_WORKING_SET_MB, default 256), as
+// decode reads the model from DRAM. Counters: bytes_per_second (weights), FLOPS (2 per
+// multiply-add). `troupe bench kernels` prints the same figures against the machine limits.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "kernels/probes.h"
+#include "kernels/thread_pool.h"
+#include "tensor/quant_ref.h"
+
+namespace troupe {
+namespace {
+
+int env_int(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v ? std::atoi(v) : fallback;
+}
+
+ThreadPool& pool() {
+    static ThreadPool p(env_int("TROUPE_THREADS", 2));
+    return p;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+// One quantised matrix copied past the working-set size; next() cycles through the copies.
+class Weights {
+  public:
+    Weights(DType type, int64_t n_in, int64_t n_out) {
+        const size_t rb = row_bytes(type, n_in);
+        bytes_ = rb * size_t(n_out);
+        n_ =
+            std::max<size_t>(2, (size_t(env_int("TROUPE_WORKING_SET_MB", 256)) << 20) / bytes_ + 1);
+        data_.resize(bytes_ * n_);
+        const auto f = random_floats(size_t(n_in) * size_t(n_out), 1);
+        for (int64_t o = 0; o < n_out; ++o)
+            quantize_row(type, f.data() + o * n_in, data_.data() + size_t(o) * rb, n_in);
+        for (size_t c = 1; c < n_; ++c)
+            std::memcpy(data_.data() + c * bytes_, data_.data(), bytes_);
+        w_ = ops::Weight{type, n_in, n_out, data_.data(), rb};
+    }
+    ops::Weight next() {
+        ops::Weight w = w_;
+        w.data = data_.data() + (i_++ % n_) * bytes_;
+        return w;
+    }
+    size_t bytes() const { return bytes_; }
+
+  private:
+    std::vector<uint8_t> data_;
+    size_t bytes_ = 0, n_ = 0, i_ = 0;
+    ops::Weight w_;
+};
+
+// args: type, n_out, n_in, tokens
+void BM_Matmul(benchmark::State& state) {
+    const auto type = DType(state.range(0));
+    const int64_t n_out = state.range(1), n_in = state.range(2), n_tokens = state.range(3);
+    Weights w(type, n_in, n_out);
+    const auto x = random_floats(size_t(n_in * n_tokens), 2);
+    std::vector<float> y(size_t(n_out * n_tokens));
+    for (auto _ : state) ops::matmul(w.next(), x.data(), y.data(), n_tokens, &pool());
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.bytes()));
+    state.counters["FLOPS"] =
+        benchmark::Counter(2.0 * double(n_in * n_out * n_tokens) * double(state.iterations()),
+                           benchmark::Counter::kIsRate);
+    state.SetLabel(type_name(type));
+}
+
+void MatmulArgs(benchmark::internal::Benchmark* b) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32}) {
+        for (auto [o, i] : {std::pair{576, 576}, {576, 1536}, {1536, 576}, {32000, 576}})
+            b->Args({int64_t(t), o, i, 1});
+        for (int64_t n : {2, 4, 8, 16, 64, 512}) b->Args({int64_t(t), 1536, 576, n});
+    }
+    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+        b->Args({int64_t(t), 576, 1536, 1});
+        for (int64_t n : {2, 4, 8, 16, 64, 512}) b->Args({int64_t(t), 576, 1536, n});
+    }
+}
+BENCHMARK(BM_Matmul)
+    ->Apply(MatmulArgs)
+    ->ArgNames({"type", "n_out", "n_in", "tokens"})
+    ->UseRealTime();
+
+// QKV of one decode step: one fused call vs three.
+void BM_MatmulQkv(benchmark::State& state) {
+    const bool fused = state.range(0) != 0;
+    Weights q(DType::Q8_0, 576, 576), k(DType::Q8_0, 576, 192), v(DType::Q8_0, 576, 192);
+    const auto x = random_floats(576, 3);
+    std::vector<float> yq(576), yk(192), yv(192);
+    float* ys[3] = {yq.data(), yk.data(), yv.data()};
+    for (auto _ : state) {
+        const ops::Weight ws[3] = {q.next(), k.next(), v.next()};
+        if (fused) {
+            ops::matmul_many(ws, 3, x.data(), ys, 1, &pool());
+        } else {
+            for (int i = 0; i < 3; ++i) ops::matmul(ws[i], x.data(), ys[i], 1, &pool());
+        }
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) *
+                            int64_t(q.bytes() + k.bytes() + v.bytes()));
+}
+BENCHMARK(BM_MatmulQkv)->Arg(0)->Arg(1)->ArgName("fused")->UseRealTime();
+
+// A paged F16 cache with the 135M model's attention shape.
+struct Kv {
+    std::vector<uint8_t> k, v;
+    ops::KvLayerView view;
+    explicit Kv(int n_blocks) {
+        view.type = DType::F16;
+        view.block_size = 16;
+        view.head_dim = 64;
+        view.n_kv_head = 3;
+        view.head_stride = 16 * 64 * 2;
+        view.block_stride = view.head_stride * 3;
+        k.resize(view.block_stride * size_t(n_blocks));
+        std::mt19937 rng(4);
+        for (size_t i = 0; i < k.size(); i += 2) {
+            const uint16_t h = uint16_t(0x3000 + rng() % 0x0c00);
+            std::memcpy(&k[i], &h, 2);
+        }
+        v = k;
+        view.k = k.data();
+        view.v = v.data();
+    }
+};
+
+// args: sequences, context (tokens before the query), query rows per sequence, shared prefix
+// tokens (0: every sequence has its own blocks), grouped (use the shared form)
+void BM_Attention(benchmark::State& state) {
+    const int n_seqs = int(state.range(0)), ctx = int(state.range(1)), n_q = int(state.range(2));
+    const int prefix = int(state.range(3));
+    const bool grouped = state.range(4) != 0;
+    Kv kv(2048);
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
+    std::vector<std::vector<float>> q(static_cast<size_t>(n_seqs)), o(static_cast<size_t>(n_seqs));
+    std::vector<ops::AttentionSeq> seqs;
+    int32_t next = 0;
+    std::vector<int32_t> shared;
+    for (int b = 0; b < prefix / 16; ++b) shared.push_back(next++);
+    for (int s = 0; s < n_seqs; ++s) {
+        tables[size_t(s)] = shared;
+        while (int(tables[size_t(s)].size()) * 16 < ctx + n_q)
+            tables[size_t(s)].push_back(next++ % 2048);
+        q[size_t(s)] = random_floats(size_t(n_q) * 9 * 64, uint32_t(s));
+        o[size_t(s)].resize(q[size_t(s)].size());
+        seqs.push_back(
+            {tables[size_t(s)].data(), ctx, n_q, q[size_t(s)].data(), o[size_t(s)].data()});
+    }
+    const auto groups = grouped ? ops::find_shared_prefixes(seqs.data(), n_seqs, 16)
+                                : std::vector<ops::SharedPrefixGroup>{};
+    for (auto _ : state)
+        ops::attention_shared(kv.view, seqs.data(), n_seqs, groups, 9, 0.125f, &pool());
+}
+BENCHMARK(BM_Attention)
+    ->Args({1, 64, 1, 0, 0})
+    ->Args({1, 512, 1, 0, 0})
+    ->Args({8, 512, 1, 0, 0})
+    ->Args({8, 1008, 1, 1008, 0})
+    ->Args({8, 1008, 1, 1008, 1})
+    ->Args({1, 0, 512, 0, 0})
+    ->ArgNames({"seqs", "ctx", "rows", "shared", "grouped"})
+    ->UseRealTime();
+
+void BM_PoolRun(benchmark::State& state) {
+    for (auto _ : state) pool().run(pool().size(), [](int64_t, int) {});
+}
+BENCHMARK(BM_PoolRun)->UseRealTime();
+
+void BM_RmsNorm(benchmark::State& state) {
+    const auto x = random_floats(576, 5), w = random_floats(576, 6);
+    std::vector<float> y(576);
+    for (auto _ : state) ops::rms_norm(x.data(), w.data(), y.data(), 1, 576, 1e-5f);
+}
+BENCHMARK(BM_RmsNorm);
+
+void BM_ReadBandwidth(benchmark::State& state) {
+    for (auto _ : state) {
+        const auto r = kernels::probe_read_bandwidth(&pool(), size_t(256) << 20, 3);
+        state.counters["GBps"] = r.median;
+    }
+}
+BENCHMARK(BM_ReadBandwidth)->Iterations(1)->UseRealTime();
+
+}  // namespace
+}  // namespace troupe
+
+BENCHMARK_MAIN();

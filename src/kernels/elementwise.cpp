@@ -1,0 +1,79 @@
+// Dispatch of the row-wise ops (RMSNorm, RoPE, SwiGLU, add, softmax) to their per-target
+// kernels in elementwise-inl.h.
+#include "kernels/simd_targets.h"  // first: decides the targets
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/elementwise.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "kernels/elementwise-inl.h"
+
+#if HWY_ONCE
+#include <vector>
+
+#include "kernels/ops.h"
+#include "kernels/ops_ref.h"
+#include "util/error.h"
+
+namespace troupe {
+HWY_EXPORT(RmsNorm);
+HWY_EXPORT(RopeRow);
+HWY_EXPORT(Swiglu);
+HWY_EXPORT(AddInplace);
+HWY_EXPORT(Softmax);
+
+namespace ops {
+
+void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
+              float eps) {
+    HWY_DYNAMIC_DISPATCH(RmsNorm)(x, weight, y, n_rows, dim, eps);
+}
+
+void rope_angles(const int32_t* pos, int64_t n_rows, const RopeParams& p, float* table) {
+    TROUPE_CHECK(p.n_rot > 0 && p.n_rot % 2 == 0);
+    const int half = p.n_rot / 2;
+    for (int64_t r = 0; r < n_rows; ++r)
+        ref::rope_cos_sin(pos[r], p, table + r * p.n_rot, table + r * p.n_rot + half);
+}
+
+void rope_apply(float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
+                const RopeParams& p) {
+    TROUPE_CHECK(p.n_rot > 0 && p.n_rot <= head_dim && p.n_rot % 2 == 0);
+    const int half = p.n_rot / 2;
+    constexpr int kMaxRot = 1024;
+    TROUPE_CHECK(p.n_rot <= kMaxRot);
+    float scratch[2 * kMaxRot];
+    const auto kernel = HWY_DYNAMIC_DISPATCH(RopeRow);
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const float* cs = table + r * p.n_rot;
+        kernel(x + r * n_heads * head_dim, n_heads, head_dim, p.n_rot, p.mode == RopeMode::Neox, cs,
+               cs + half, scratch);
+    }
+}
+
+void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim,
+          const RopeParams& p) {
+    TROUPE_CHECK(p.n_rot > 0 && p.n_rot <= head_dim && p.n_rot % 2 == 0);
+    std::vector<float> table(size_t(p.n_rot));
+    for (int64_t r = 0; r < n_rows; ++r) {
+        rope_angles(pos + r, 1, p, table.data());
+        rope_apply(x + r * n_heads * head_dim, table.data(), 1, n_heads, head_dim, p);
+    }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+    HWY_DYNAMIC_DISPATCH(Swiglu)(gate, up, out, n);
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+    HWY_DYNAMIC_DISPATCH(AddInplace)(y, x, n);
+}
+
+void softmax(float* x, int64_t n) {
+    HWY_DYNAMIC_DISPATCH(Softmax)(x, n);
+}
+
+}  // namespace ops
+}  // namespace troupe
+#endif  // HWY_ONCE

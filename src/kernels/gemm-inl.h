@@ -1,0 +1,498 @@
+// Matrix-matrix kernels for several tokens at once (batched decode, prefill). Each weight
+// value is used for every token while it sits in a register, so the work becomes arithmetic
+// instead of memory traffic, and the weights are read in their file layout (no repacking).
+//
+// The activations of L tokens (L = 32-bit lanes of a full vector: 16 on AVX-512, 8 on AVX2,
+// 4 on SSE4/NEON) are packed once per call so that lane t of a vector holds token t: for
+// every 4 consecutive inputs, one vector holds those 4 bytes of all L tokens. Four weight
+// bytes broadcast to every lane then take one 8-bit dot product to advance L tokens. The
+// micro-kernel holds an R rows x V token-vectors tile of accumulators in registers.
+//
+// Integer sums are exactly the reference's:
+// - with VNNI (unsigned x signed bytes) the packed activations are x + 128 and each weight
+//   block's sum times 128 is subtracted (the weights are the signed operand);
+// - without it, unsigned levels (Q4_0/Q5_0 as q, K-quants) multiply signed activations
+//   (vpmaddubsw cannot overflow with levels <= 63) and bias * sum(x) is subtracted; Q8_0
+//   uses the sign trick (|w| times sign(x, w)).
+#if defined(TROUPE_KERNELS_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TROUPE_KERNELS_GEMM_INL_H_
+#undef TROUPE_KERNELS_GEMM_INL_H_
+#else
+#define TROUPE_KERNELS_GEMM_INL_H_
+#endif
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "kernels/dot-inl.h"
+#include "kernels/gemv-inl.h"
+#include "kernels/matmul_act.h"
+#include "kernels/ops.h"
+#include "kernels/simd-inl.h"
+#include "tensor/quant_blocks.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
+#pragma GCC target("avx512vnni")
+#endif
+namespace troupe::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+#if HWY_TARGET != HWY_SCALAR
+
+using GF = hn::ScalableTag<float>;
+using GI = hn::RebindToSigned<GF>;
+using G8 = hn::Repartition<int8_t, GF>;
+using GVF = hn::Vec<GF>;
+using GVI = hn::Vec<GI>;
+using GV8 = hn::Vec<G8>;
+
+#if HWY_TARGET == HWY_AVX3_DL
+constexpr bool kHasVnni = true;
+#else
+constexpr bool kHasVnni = false;
+#endif
+
+// Tokens per packed vector.
+HWY_INLINE size_t TokenLanes() {
+    return hn::Lanes(GF());
+}
+
+// Rows and token vectors of the register tile (accumulators: 2 R V vectors).
+constexpr int kTileRows = HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ? 2 : 4;
+constexpr int kTileVecs = 2;
+
+// ---- Packed activations ----------------------------------------------------------------
+//
+// For each group of L tokens ("token vector"), in its own region of `PackedActs::stride`
+// bytes:
+//   q:   [n_in / 4][L] groups of 4 bytes (x + 128 with VNNI, else x), float rows: [n_in][L]
+//   d:   [n_scales][L] float  the activation scale of each block (Q8_0/Q8_1/Q8_K)
+//   sum: [n_sums][L]   Q8_0: int32 sum of the block's values; Q8_1: float s;
+//                      Q8_K: int32 sums of 16 values (bsums)
+struct PackedActs {
+    const uint8_t* base = nullptr;
+    size_t stride = 0;  // bytes per token vector
+    size_t d_offset = 0, sum_offset = 0;
+    bool pairs = false;  // the pair layout (UsePairs)
+};
+
+HWY_INLINE PackedActs PackLayout(const ops::ActLayout& l) {
+    const size_t L = TokenLanes();
+    PackedActs p;
+    const bool is_float = l.type == DType::F32 || l.type == DType::F16 || l.type == DType::BF16;
+    const size_t q_bytes = size_t(l.n_in) * L * (is_float ? 4 : 1);
+    const int64_t n_sums = l.type == DType::Q8_K ? l.n_in / 16 : l.n_blocks;
+    p.d_offset = ops::round_up_64(q_bytes);
+    p.sum_offset = p.d_offset + ops::round_up_64(size_t(l.n_blocks) * L * 4);
+    p.stride = p.sum_offset + ops::round_up_64(size_t(n_sums) * L * 4);
+    return p;
+}
+
+// Batches of at most L/2 tokens with VNNI use the pair layout instead: lane 2t holds token
+// t's group 2j and lane 2t+1 its group 2j+1, so one 8-byte broadcast of weights and one dot
+// product advance two groups of every token (half the dot products of the plain layout).
+// Here the weights are the unsigned operand (w + 128) and the activations stay signed; the
+// correction -128 * sum(x) of each token's block is packed in its even lane (the odd lane
+// holds 0, so it is counted once when the pair is added). Block scales are duplicated per
+// lane pair.
+HWY_INLINE bool UsePairs(bool all_q8_0, int64_t n_tokens) {
+    return kHasVnni && all_q8_0 && n_tokens <= int64_t(TokenLanes() / 2);
+}
+
+HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t n,
+                          const PackedActs& p, uint8_t* out) {
+    const size_t L = TokenLanes();
+    std::memset(out, 0, p.stride);
+    auto* q = reinterpret_cast<uint32_t*>(out);
+    auto* pd = reinterpret_cast<float*>(out + p.d_offset);
+    auto* pc = reinterpret_cast<int32_t*>(out + p.sum_offset);
+    for (int64_t t = 0; t < n; ++t) {
+        const uint8_t* row = act + size_t(t) * l.row_bytes;
+        for (int64_t g = 0; g < l.n_in / 4; ++g)
+            std::memcpy(&q[size_t(g / 2) * L + size_t(2 * t) + size_t(g % 2)], row + 4 * g, 4);
+        const auto* d = reinterpret_cast<const float*>(row + l.scale_offset);
+        const auto* sums = reinterpret_cast<const int32_t*>(row + l.sum_offset);
+        for (int64_t k = 0; k < l.n_blocks; ++k) {
+            float* dk = pd + size_t(k) * L + size_t(2 * t);
+            dk[0] = dk[1] = d[k];
+            pc[size_t(k) * L + size_t(2 * t)] = -128 * sums[k];
+        }
+    }
+}
+
+// Packs tokens [t0, t0 + n) (n <= L; missing tokens are zero) of the converted rows `act`
+// into the token vector at `out`.
+HWY_INLINE void PackTokens(const uint8_t* act, const ops::ActLayout& l, int64_t t0, int64_t n,
+                           const PackedActs& p, uint8_t* out) {
+    const size_t L = TokenLanes();
+    const bool is_float = l.type == DType::F32 || l.type == DType::F16 || l.type == DType::BF16;
+    std::memset(out, 0, p.stride);
+    const int64_t n_sums = l.type == DType::Q8_K ? l.n_in / 16 : l.n_blocks;
+    for (int64_t t = 0; t < n; ++t) {
+        const uint8_t* row = act + size_t(t0 + t) * l.row_bytes;
+        if (is_float) {
+            const auto* x = reinterpret_cast<const float*>(row);
+            auto* q = reinterpret_cast<float*>(out);
+            for (int64_t i = 0; i < l.n_in; ++i) q[size_t(i) * L + size_t(t)] = x[i];
+            continue;
+        }
+        auto* q = reinterpret_cast<uint32_t*>(out);
+        for (int64_t g = 0; g < l.n_in / 4; ++g) {
+            uint32_t v;
+            std::memcpy(&v, row + 4 * g, 4);
+            if constexpr (kHasVnni) v ^= 0x80808080u;  // x + 128 as unsigned bytes
+            q[size_t(g) * L + size_t(t)] = v;
+        }
+        const auto* d = reinterpret_cast<const float*>(row + l.scale_offset);
+        auto* pd = reinterpret_cast<float*>(out + p.d_offset);
+        for (int64_t k = 0; k < l.n_blocks; ++k) pd[size_t(k) * L + size_t(t)] = d[k];
+        const auto* s = reinterpret_cast<const uint32_t*>(row + l.sum_offset);
+        auto* ps = reinterpret_cast<uint32_t*>(out + p.sum_offset);
+        for (int64_t k = 0; k < n_sums; ++k) ps[size_t(k) * L + size_t(t)] = s[k];
+    }
+    // With VNNI, a spare last lane of ones makes the dot product also sum the weights (the
+    // correction of the x + 128 offset, see GemvPacked).
+    if (kHasVnni && !is_float && n < int64_t(L)) {
+        auto* q = reinterpret_cast<uint32_t*>(out);
+        for (int64_t g = 0; g < l.n_in / 4; ++g) q[size_t(g) * L + L - 1] = 0x01010101u;
+    }
+}
+
+// ---- Weight rows: the 32 bytes to broadcast for a 32-value block, and its correction -------
+
+// The 4 bytes at p in every 32-bit lane.
+HWY_INLINE GV8 Bcast4(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return hn::BitCast(G8(), hn::Set(GI(), v));
+}
+
+// Sum of 32 signed bytes.
+HWY_INLINE int32_t SumBytes32(const int8_t* p) {
+    const hn::CappedTag<uint8_t, 32> du8;
+    const hn::Repartition<uint64_t, decltype(du8)> du64;
+    int32_t total = 0;
+    for (size_t i = 0; i < 32; i += hn::Lanes(du8)) {
+        const auto u =
+            hn::Xor(hn::LoadU(du8, reinterpret_cast<const uint8_t*>(p + i)), hn::Set(du8, 0x80));
+        total += int32_t(hn::GetLane(hn::SumOfLanes(du64, hn::SumsOf8(u))));
+    }
+    return total - 128 * 32;
+}
+
+// One 32-value block of one row as the micro-kernel uses it, prepared once per call.
+struct RowBlock {
+    const uint8_t* bytes;  // 32 bytes to broadcast 4 at a time (in the weights or in tmp)
+    int32_t init;          // integer correction common to all tokens
+    float scale;           // d of the weight block
+    float min;             // m (types with a minimum)
+};
+
+// Scratch per row for RowBlocks and decoded levels.
+HWY_INLINE size_t RowPrepBytes(int64_t n_blocks) {
+    return size_t(n_blocks) * (sizeof(RowBlock) + 32);
+}
+
+// Signed levels (VNNI, and Q8_0 everywhere) or unsigned levels q = L + bias.
+template <class Codec>
+struct LegacyRows {
+    static constexpr bool kUnsigned = !kHasVnni && !std::is_same_v<Codec, CodecQ8_0>;
+    // Added to the levels when kUnsigned (the codecs give signed levels for Q4_0 / Q5_0).
+    static constexpr int kBias = std::is_same_v<Codec, CodecQ4_0>   ? 8
+                                 : std::is_same_v<Codec, CodecQ5_0> ? 16
+                                                                    : 0;
+
+    // tmp: 32 bytes of scratch for decoded levels.
+    static HWY_INLINE RowBlock Get(const uint8_t* blk, uint8_t* tmp) {
+        RowBlock rb;
+        rb.scale = LoadF16(blk);
+        rb.min = Codec::kHasMin ? LoadF16(blk + 2) : 0.0f;
+        if constexpr (std::is_same_v<Codec, CodecQ8_0>) {
+            rb.bytes = blk + 2;
+        } else {
+            const D8 d8;
+            for (size_t i = 0; i < 32; i += hn::Lanes(d8)) {
+                V8 v = Codec::Levels(blk, i);
+                if constexpr (kUnsigned && kBias != 0) v = hn::Add(v, hn::Set(d8, int8_t(kBias)));
+                hn::StoreU(v, d8, reinterpret_cast<int8_t*>(tmp + i));
+            }
+            rb.bytes = tmp;
+        }
+        rb.init = kHasVnni ? -128 * SumBytes32(reinterpret_cast<const int8_t*>(rb.bytes)) : 0;
+        return rb;
+    }
+};
+
+// The dot product of 4 broadcast weight bytes with a packed activation vector.
+template <bool kUnsignedLevels, bool kSignedX>
+HWY_INLINE GVI DotW(GV8 w, GV8 x, GVI acc) {
+    if constexpr (kHasVnni) {
+        return DotU8I8(GI(), x, w, acc);  // x + 128 unsigned, w signed
+    } else if constexpr (kUnsignedLevels) {
+        return DotU8I8(GI(), w, x, acc);
+    } else {
+        return DotI8I8(GI(), w, x, acc);
+    }
+}
+
+// Prepares the n_blocks blocks of one row: rb[k], decoded levels in tmp[k * 32].
+template <class Codec>
+HWY_INLINE void PrepareRow(const uint8_t* row, int64_t n_blocks, RowBlock* rb, uint8_t* tmp) {
+    for (int64_t k = 0; k < n_blocks; ++k)
+        rb[k] = LegacyRows<Codec>::Get(row + size_t(k) * Codec::kBytes, tmp + size_t(k) * 32);
+}
+
+// y[t][o] for rows o0 .. o0 + R (prepared blocks rb[r * n_blocks + k]) and the tokens of V
+// packed token vectors starting at tv0.
+template <class Codec, int R, int V>
+HWY_INLINE void MicroLegacy(const ops::Weight& w, int64_t o0, const RowBlock* HWY_RESTRICT rbs,
+                            const PackedActs& p, int64_t tv0, int64_t n_tokens, float* y) {
+    using Rows = LegacyRows<Codec>;
+    const GF df;
+    const GI di;
+    const size_t L = hn::Lanes(df);
+    const int64_t n_blocks = w.n_in / 32;
+    GVF acc[R][V];
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) acc[r][v] = hn::Zero(df);
+    const uint8_t* tvp[V];
+    for (int v = 0; v < V; ++v) tvp[v] = p.base + size_t(tv0 + v) * p.stride;
+    for (int64_t k = 0; k < n_blocks; ++k) {
+        const RowBlock* rb[R];
+        for (int r = 0; r < R; ++r) rb[r] = rbs + r * n_blocks + k;
+        GVI isum[R][V];
+        for (int v = 0; v < V; ++v) {
+            GVI bias_term = hn::Zero(di);
+            if constexpr (Rows::kUnsigned && Rows::kBias != 0) {
+                const auto* sums = reinterpret_cast<const int32_t*>(tvp[v] + p.sum_offset);
+                bias_term = hn::Mul(hn::LoadU(di, sums + size_t(k) * L), hn::Set(di, -Rows::kBias));
+            }
+            for (int r = 0; r < R; ++r) isum[r][v] = hn::Add(bias_term, hn::Set(di, rb[r]->init));
+        }
+        for (size_t g = 0; g < 8; ++g) {
+            GV8 xv[V];
+            for (int v = 0; v < V; ++v)
+                xv[v] = hn::LoadU(
+                    G8(), reinterpret_cast<const int8_t*>(tvp[v]) + (size_t(k) * 8 + g) * L * 4);
+            for (int r = 0; r < R; ++r) {
+                const GV8 wv = Bcast4(rb[r]->bytes + 4 * g);
+                for (int v = 0; v < V; ++v)
+                    isum[r][v] = DotW<Rows::kUnsigned, true>(wv, xv[v], isum[r][v]);
+            }
+        }
+        for (int v = 0; v < V; ++v) {
+            const GVF dx =
+                hn::LoadU(df, reinterpret_cast<const float*>(tvp[v] + p.d_offset) + size_t(k) * L);
+            for (int r = 0; r < R; ++r)
+                acc[r][v] = hn::MulAdd(hn::ConvertTo(df, isum[r][v]),
+                                       hn::Mul(dx, hn::Set(df, rb[r]->scale)), acc[r][v]);
+            if constexpr (Codec::kHasMin) {
+                const GVF sx = hn::LoadU(
+                    df, reinterpret_cast<const float*>(tvp[v] + p.sum_offset) + size_t(k) * L);
+                for (int r = 0; r < R; ++r)
+                    acc[r][v] = hn::MulAdd(sx, hn::Set(df, rb[r]->min), acc[r][v]);
+            }
+        }
+    }
+    // Lane t of acc[r][v] is y[(tv0 + v) L + t][o0 + r].
+    for (int v = 0; v < V; ++v) {
+        HWY_ALIGN float lanes[R][hn::MaxLanes(GF())];
+        for (int r = 0; r < R; ++r) hn::Store(acc[r][v], df, lanes[r]);
+        const int64_t t_begin = (tv0 + v) * int64_t(L);
+        for (size_t t = 0; t < L && t_begin + int64_t(t) < n_tokens; ++t)
+            for (int r = 0; r < R; ++r) y[(t_begin + int64_t(t)) * w.n_out + o0 + r] = lanes[r][t];
+    }
+}
+
+// All token vectors for R prepared rows starting at o.
+template <class Codec, int R>
+HWY_INLINE void GemmRows(const ops::Weight& w, int64_t o, const RowBlock* rbs, const PackedActs& p,
+                         int64_t n_tokens, float* y) {
+    constexpr int V = kTileVecs;
+    const int64_t n_vecs = (n_tokens + int64_t(TokenLanes()) - 1) / int64_t(TokenLanes());
+    int64_t tv = 0;
+    for (; tv + V <= n_vecs; tv += V) MicroLegacy<Codec, R, V>(w, o, rbs, p, tv, n_tokens, y);
+    for (; tv < n_vecs; ++tv) MicroLegacy<Codec, R, 1>(w, o, rbs, p, tv, n_tokens, y);
+}
+
+// Rows [o0, o1) x all tokens of a legacy type. scratch: RowPrepBytes(n_blocks) * kTileRows.
+template <class Codec>
+HWY_INLINE void GemmLegacy(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
+                           int64_t o1, float* y, uint8_t* scratch) {
+    constexpr int R = kTileRows;
+    const int64_t n_blocks = w.n_in / 32;
+    auto* rbs = reinterpret_cast<RowBlock*>(scratch);
+    uint8_t* tmp = scratch + size_t(R) * size_t(n_blocks) * sizeof(RowBlock);
+    auto prepare = [&](int64_t o, int n) {
+        for (int r = 0; r < n; ++r)
+            PrepareRow<Codec>(w.data + size_t(o + r) * w.row_stride, n_blocks, rbs + r * n_blocks,
+                              tmp + size_t(r) * size_t(n_blocks) * 32);
+    };
+    int64_t o = o0;
+    for (; o + R <= o1; o += R) {
+        prepare(o, R);
+        GemmRows<Codec, R>(w, o, rbs, p, n_tokens, y);
+    }
+    for (; o < o1; ++o) {
+        prepare(o, 1);
+        GemmRows<Codec, 1>(w, o, rbs, p, n_tokens, y);
+    }
+}
+
+// Fewer tokens than lanes (batched decode): one packed token vector, the weights streamed
+// row by row (prefetched like the matrix-vector kernels) without a separate preparation
+// pass, kRows rows per pass so that each activation load serves several rows. With VNNI the
+// spare last lane holds the sum of each block's weights (PackTokens' lane of ones), which
+// gives the x + 128 correction in-register.
+template <class Codec, int kRows>
+HWY_NOINLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8_t* pf,
+                                 const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
+                                 int64_t ldy) {
+    using Rows = LegacyRows<Codec>;
+    const GF df;
+    const GI di;
+    const size_t L = hn::Lanes(df);
+    const auto* xq = reinterpret_cast<const int8_t*>(p.base);
+    const auto* dx = reinterpret_cast<const float*>(p.base + p.d_offset);
+    const auto* sums = reinterpret_cast<const int32_t*>(p.base + p.sum_offset);
+    const auto* sx = reinterpret_cast<const float*>(p.base + p.sum_offset);
+    HWY_ALIGN int32_t last_idx[hn::MaxLanes(GI())];
+    for (size_t i = 0; i < L; ++i) last_idx[i] = int32_t(L - 1);
+    const auto last = hn::SetTableIndices(di, last_idx);
+    HWY_ALIGN uint8_t tmp[kRows][32];
+    GVF acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = hn::Zero(df);
+    for (int64_t k = 0; k < n_blocks; ++k) {
+        const uint8_t* blk[kRows];
+        const uint8_t* bytes[kRows];
+        for (int r = 0; r < kRows; ++r) {
+            blk[r] = row0 + size_t(r) * stride + size_t(k) * Codec::kBytes;
+            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * Codec::kBytes);
+            bytes[r] = blk[r] + 2;
+            if constexpr (!std::is_same_v<Codec, CodecQ8_0>) {
+                const D8 d8;
+                for (size_t i = 0; i < 32; i += hn::Lanes(d8)) {
+                    V8 v = Codec::Levels(blk[r], i);
+                    if constexpr (Rows::kUnsigned && Rows::kBias != 0)
+                        v = hn::Add(v, hn::Set(d8, int8_t(Rows::kBias)));
+                    hn::Store(v, d8, reinterpret_cast<int8_t*>(tmp[r] + i));
+                }
+                bytes[r] = tmp[r];
+            }
+        }
+        GVI init = hn::Zero(di);
+        if constexpr (Rows::kUnsigned && Rows::kBias != 0)
+            init = hn::Mul(hn::LoadU(di, sums + size_t(k) * L), hn::Set(di, -Rows::kBias));
+        GVI isum[kRows], isum2[kRows];  // two chains of 4 dot products per row
+        for (int r = 0; r < kRows; ++r) {
+            isum[r] = init;
+            isum2[r] = hn::Zero(di);
+        }
+        for (size_t g = 0; g < 8; g += 2) {
+            const int8_t* xg = xq + (size_t(k) * 8 + g) * L * 4;
+            const GV8 x0 = hn::LoadU(G8(), xg), x1 = hn::LoadU(G8(), xg + L * 4);
+            for (int r = 0; r < kRows; ++r) {
+                isum[r] = DotW<Rows::kUnsigned, true>(Bcast4(bytes[r] + 4 * g), x0, isum[r]);
+                isum2[r] = DotW<Rows::kUnsigned, true>(Bcast4(bytes[r] + 4 * g + 4), x1, isum2[r]);
+            }
+        }
+        const GVF dxv = hn::LoadU(df, dx + size_t(k) * L);
+        for (int r = 0; r < kRows; ++r) {
+            GVI is = hn::Add(isum[r], isum2[r]);
+            if constexpr (kHasVnni)
+                is = hn::Sub(is, hn::ShiftLeft<7>(hn::TableLookupLanes(is, last)));
+            acc[r] =
+                hn::MulAdd(hn::ConvertTo(df, is), hn::Mul(dxv, BroadcastF16To(df, blk[r])), acc[r]);
+            if constexpr (Codec::kHasMin)
+                acc[r] = hn::MulAdd(hn::LoadU(df, sx + size_t(k) * L),
+                                    BroadcastF16To(df, blk[r] + 2), acc[r]);
+        }
+    }
+    for (int r = 0; r < kRows; ++r) {
+        HWY_ALIGN float lanes[hn::MaxLanes(GF())];
+        hn::Store(acc[r], df, lanes);
+        for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = lanes[t];
+    }
+}
+
+// One Q8_0 row for the tokens of a pair-layout token vector (UsePairs). Not inlined: in the
+// large dispatching function the loop lost its registers (counters spilled to the stack).
+HWY_NOINLINE void GemvPairsRow(const uint8_t* row, const uint8_t* pf, const PackedActs& p,
+                               int64_t n_blocks, int64_t n_tokens, float* y, int64_t ldy) {
+    const GF df;
+    const GI di;
+    const hn::Repartition<uint64_t, GF> du64;
+    const size_t L = hn::Lanes(df);
+    const auto* xq = reinterpret_cast<const int8_t*>(p.base);
+    const auto* dx = reinterpret_cast<const float*>(p.base + p.d_offset);
+    const auto* corr = reinterpret_cast<const int32_t*>(p.base + p.sum_offset);
+    const auto bias = hn::Set(du64, 0x8080808080808080ull);
+    GVF acc = hn::Zero(df);
+    for (int64_t k = 0; k < n_blocks; ++k) {
+        const uint8_t* blk = row + size_t(k) * sizeof(BlockQ8_0);
+        hwy::Prefetch(pf + size_t(k) * sizeof(BlockQ8_0));
+        GVI isum = hn::LoadU(di, corr + size_t(k) * L), isum2 = hn::Zero(di);
+        for (size_t j = 0; j < 4; j += 2) {
+            uint64_t w0, w1;
+            std::memcpy(&w0, blk + 2 + 8 * j, 8);
+            std::memcpy(&w1, blk + 2 + 8 * j + 8, 8);
+            const int8_t* xg = xq + (size_t(k) * 4 + j) * L * 4;
+            const auto a0 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w0), bias));  // w + 128
+            const auto a1 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w1), bias));
+            isum = DotU8I8(di, a0, hn::LoadU(G8(), xg), isum);
+            isum2 = DotU8I8(di, a1, hn::LoadU(G8(), xg + L * 4), isum2);
+        }
+        isum = hn::Add(isum, isum2);
+        isum = hn::Add(isum, hn::Shuffle2301(isum));  // both lanes of a pair: the token's sum
+        const GVF scale = hn::Mul(hn::LoadU(df, dx + size_t(k) * L), BroadcastF16To(df, blk));
+        acc = hn::MulAdd(hn::ConvertTo(df, isum), scale, acc);
+    }
+    HWY_ALIGN float lanes[hn::MaxLanes(GF())];
+    hn::Store(acc, df, lanes);
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy] = lanes[2 * t];
+}
+
+template <class Codec>
+HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
+                           int64_t o1, float* y) {
+    constexpr int kRows = 1;  // measured: interleaving two rows' streams costs more than it saves
+    const size_t stride = w.row_stride;
+    const int64_t n_blocks = w.n_in / 32;
+    const int64_t ahead = int64_t((kPrefetchBytes + stride - 1) / stride);
+    for (const uint8_t* q = w.data + size_t(o0) * stride;
+         q < w.data + size_t(o0 + (o1 - o0 < ahead ? o1 - o0 : ahead)) * stride; q += 64)
+        hwy::Prefetch(q);
+    auto pf_row = [&](int64_t o) {
+        return w.data + size_t(o + ahead < o1 ? o + ahead : o) * stride;
+    };
+    if constexpr (kHasVnni && std::is_same_v<Codec, CodecQ8_0>) {
+        if (p.pairs) {
+            for (int64_t o = o0; o < o1; ++o)
+                GemvPairsRow(w.data + size_t(o) * stride, pf_row(o), p, n_blocks, n_tokens, y + o,
+                             w.n_out);
+            return;
+        }
+    }
+    int64_t o = o0;
+    for (; o + kRows <= o1; o += kRows)
+        GemvPackedRows<Codec, kRows>(w.data + size_t(o) * stride, stride, pf_row(o), p, n_blocks,
+                                     n_tokens, y + o, w.n_out);
+    for (; o < o1; ++o)
+        GemvPackedRows<Codec, 1>(w.data + size_t(o) * stride, stride, pf_row(o), p, n_blocks,
+                                 n_tokens, y + o, w.n_out);
+}
+
+// Per-thread scratch bytes of GemmLegacy for a weight.
+HWY_INLINE size_t LegacyScratchBytes(const ops::Weight& w) {
+    return RowPrepBytes(w.n_in / 32) * size_t(kTileRows) + 64;
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+}  // namespace troupe::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard (per target)

@@ -1,0 +1,530 @@
+// Matrix-vector kernels: rows of a weight matrix, as stored in the model file, times one
+// converted activation row (matmul_act.h). Decode reads every weight once per token, so
+// these are written to keep up with memory bandwidth: four rows at a time (independent
+// accumulators, one activation load for four rows), software prefetch a few kilobytes ahead,
+// one integer dot product per 32 values, and the block scales applied in float lanes.
+//
+// Every type follows its reference dot product (tensor/quant_ref) block by block: the same
+// integer sums, the same scales; only the order of the float additions differs.
+#if defined(TROUPE_KERNELS_GEMV_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TROUPE_KERNELS_GEMV_INL_H_
+#undef TROUPE_KERNELS_GEMV_INL_H_
+#else
+#define TROUPE_KERNELS_GEMV_INL_H_
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "kernels/dot-inl.h"
+#include "kernels/matmul_act.h"
+#include "kernels/ops.h"
+#include "kernels/simd-inl.h"
+#include "tensor/quant_blocks.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
+#pragma GCC target("avx512vnni")
+#endif
+namespace troupe::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+#if HWY_TARGET != HWY_SCALAR  // the one-lane target uses the reference dot products
+
+// Software prefetch distance. Decode streams the weights from DRAM; with prefetches 16 KiB
+// ahead a row-at-a-time kernel reads as fast as the bandwidth probe (measured on Zen 5).
+#ifndef TROUPE_PREFETCH_BYTES
+#define TROUPE_PREFETCH_BYTES 16384
+#endif
+constexpr size_t kPrefetchBytes = TROUPE_PREFETCH_BYTES;
+
+// Vector tags of the 8-bit kernels: at most one 32-value block per vector (256-bit on AVX2
+// and AVX-512, 128-bit on SSE4 and NEON, two vectors per block there).
+using D8 = hn::CappedTag<int8_t, 32>;
+using DU8 = hn::RebindToUnsigned<D8>;
+using D32 = hn::Repartition<int32_t, D8>;
+using DF = hn::Repartition<float, D8>;
+using V8 = hn::Vec<D8>;
+using VI = hn::Vec<D32>;
+using VF = hn::Vec<DF>;
+
+// The IEEE half at p, as a float in every lane of a vector of df.
+template <class D>
+HWY_INLINE hn::Vec<D> BroadcastF16To(D df, const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return F32FromF16Bits(df, hn::Set(hn::Rebind<uint16_t, D>(), h));
+}
+
+HWY_INLINE VF BroadcastF16(const uint8_t* p) {
+    return BroadcastF16To(DF(), p);
+}
+
+HWY_INLINE float LoadF16(const uint8_t* p) {
+    return hn::GetLane(BroadcastF16(p));
+}
+
+// Elements i .. i + Lanes(D8) of a 32-value block stored as 16 bytes of nibbles (element j
+// in the low nibble of byte j for j < 16, in the high nibble of byte j - 16 otherwise).
+HWY_INLINE V8 Nibbles32(const uint8_t* qs, size_t i) {
+    const D8 d8;
+    const DU8 du8;
+    if constexpr (hn::MaxLanes(D8()) >= 32) {
+        const hn::Half<DU8> dh;
+        const auto v = hn::LoadU(dh, qs);
+        return hn::BitCast(d8, hn::Combine(du8, hn::ShiftRight<4>(v), hn::And(v, hn::Set(dh, 15))));
+    } else {
+        const auto v = hn::LoadU(du8, qs);
+        return hn::BitCast(d8, i == 0 ? hn::And(v, hn::Set(du8, 15)) : hn::ShiftRight<4>(v));
+    }
+}
+
+// 16 (0x10) in the bytes of elements i .. i + Lanes(D8) whose bit is set in qh (bit j for
+// element j): the fifth bit of Q5_0 / Q5_1 values.
+HWY_INLINE V8 HighBits32(uint32_t qh, size_t i) {
+    alignas(32) static constexpr uint8_t kByteOfBit[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1,
+                                                           1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
+                                                           2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    alignas(32) static constexpr uint8_t kBit[32] = {1,  2,   4,  8,  16,  32, 64, 128, 1,  2,  4,
+                                                     8,  16,  32, 64, 128, 1,  2,  4,   8,  16, 32,
+                                                     64, 128, 1,  2,  4,   8,  16, 32,  64, 128};
+    const D8 d8;
+    const DU8 du8;
+    const auto bytes = hn::BitCast(du8, hn::Set(hn::Repartition<uint32_t, DU8>(), qh));
+    const auto sel = hn::TableLookupBytes(bytes, hn::LoadU(du8, kByteOfBit + i));
+    const auto set = hn::TestBit(sel, hn::LoadU(du8, kBit + i));
+    return hn::BitCast(d8, hn::IfThenElseZero(set, hn::Set(du8, 16)));
+}
+
+HWY_INLINE uint32_t LoadU32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// ---- 32-value block types: levels of elements i .. i + Lanes(D8) of one block ----------
+
+struct CodecQ8_0 {
+    static constexpr size_t kBytes = sizeof(BlockQ8_0);
+    static constexpr bool kSigned = true;
+    static constexpr bool kHasMin = false;
+    static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) {
+        return hn::LoadU(D8(), reinterpret_cast<const int8_t*>(b + 2 + i));
+    }
+};
+
+struct CodecQ4_0 {
+    static constexpr size_t kBytes = sizeof(BlockQ4_0);
+    static constexpr bool kSigned = true;
+    static constexpr bool kHasMin = false;
+    static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) {
+        return hn::Sub(Nibbles32(b + 2, i), hn::Set(D8(), 8));
+    }
+};
+
+struct CodecQ5_0 {
+    static constexpr size_t kBytes = sizeof(BlockQ5_0);
+    static constexpr bool kSigned = true;
+    static constexpr bool kHasMin = false;
+    static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) {
+        const V8 q = hn::Or(Nibbles32(b + 6, i), HighBits32(LoadU32(b + 2), i));
+        return hn::Sub(q, hn::Set(D8(), 16));
+    }
+};
+
+struct CodecQ4_1 {
+    static constexpr size_t kBytes = sizeof(BlockQ4_1);
+    static constexpr bool kSigned = false;
+    static constexpr bool kHasMin = true;  // the f16 minimum m at byte 2
+    static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) { return Nibbles32(b + 4, i); }
+};
+
+struct CodecQ5_1 {
+    static constexpr size_t kBytes = sizeof(BlockQ5_1);
+    static constexpr bool kSigned = false;
+    static constexpr bool kHasMin = true;
+    static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) {
+        return hn::Or(Nibbles32(b + 8, i), HighBits32(LoadU32(b + 4), i));
+    }
+};
+
+// The activation rows of up to kMaxGemvTokens tokens, as the row kernels read them.
+constexpr int kMaxGemvTokens = 3;
+struct GemvActs {
+    const uint8_t* row[kMaxGemvTokens];
+};
+
+// One row of a 32-value block type times T tokens' Q8_0 (Q8_1 for types with a minimum):
+// y[t] = sum_k d_w d_x isum_k (+ m_w s_x). The row is read once, front to back: decode is one
+// sequential stream per thread (interleaving several rows defeats the hardware prefetcher
+// and costs most of the bandwidth). pf: where to prefetch, kPrefetchBytes ahead.
+template <class Codec, int T>
+HWY_INLINE void GemvRow32(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
+                          const ops::ActLayout& l, float* y, int64_t ldy) {
+    const D8 d8;
+    const D32 d32;
+    const DF df;
+    const size_t N8 = hn::Lanes(d8);
+    VF acc[T][2], macc[T];
+    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = macc[t] = hn::Zero(df);
+    auto block = [&](int64_t k, int parity) {
+        const uint8_t* b = w + size_t(k) * Codec::kBytes;
+        hwy::Prefetch(pf + size_t(k) * Codec::kBytes);
+        VI isum[T];
+        for (int t = 0; t < T; ++t) isum[t] = hn::Zero(d32);
+        for (size_t i = 0; i < 32; i += N8) {
+            const V8 lv = Codec::Levels(b, i);
+            for (int t = 0; t < T; ++t) {
+                const V8 xv = hn::LoadU(d8, reinterpret_cast<const int8_t*>(a.row[t]) + k * 32 + i);
+                isum[t] =
+                    Codec::kSigned ? DotI8I8(d32, lv, xv, isum[t]) : DotU8I8(d32, lv, xv, isum[t]);
+            }
+        }
+        const VF dw = BroadcastF16(b);
+        for (int t = 0; t < T; ++t) {
+            const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
+            acc[t][parity] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, isum[t]), hn::Set(df, dx)), dw,
+                                        acc[t][parity]);
+            if constexpr (Codec::kHasMin) {
+                const float sx = reinterpret_cast<const float*>(a.row[t] + l.sum_offset)[k];
+                macc[t] = hn::MulAdd(BroadcastF16(b + 2), hn::Set(df, sx), macc[t]);
+            }
+        }
+    };
+    int64_t k = 0;
+    for (; k + 2 <= l.n_blocks; k += 2) {  // two accumulators: halves the dependency chain
+        block(k, 0);
+        block(k + 1, 1);
+    }
+    if (k < l.n_blocks) block(k, 0);
+    for (int t = 0; t < T; ++t)
+        y[t * ldy] = ReduceSum(df, hn::Add(acc[t][0], acc[t][1])) +
+                     (Codec::kHasMin ? hn::GetLane(macc[t]) : 0.0f);
+}
+
+// ---- K-quants (256-value super-blocks) times Q8_K -------------------------------------
+
+// The 6-bit scales and mins of the 8 sub-blocks of a Q4_K / Q5_K super-block.
+HWY_INLINE void UnpackScaleMin(const uint8_t* q, int32_t* sc, int32_t* m) {
+    for (int j = 0; j < 4; ++j) {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+        sc[j + 4] = (q[j + 8] & 0x0f) | ((q[j] >> 6) << 4);
+        m[j + 4] = (q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4);
+    }
+}
+
+// Prefetches the bytes of one block (whole cache lines).
+template <size_t kBytes>
+HWY_INLINE void PrefetchBlock(const uint8_t* p) {
+    for (size_t o = 0; o < kBytes; o += 64) hwy::Prefetch(p + o);
+}
+
+// One Q4_K (kHasHigh false) or Q5_K row times T tokens: per super-block,
+// d d_x sum_j sc_j isum_j - dmin d_x sum_j m_j (bsum_2j + bsum_2j+1).
+template <bool kHasHigh, int T>
+HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
+                            const ops::ActLayout& l, float* y, int64_t ldy) {
+    constexpr size_t kBytes = kHasHigh ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+    constexpr size_t kQs = kHasHigh ? 48 : 16;  // offset of qs (Q5_K: after qh[32])
+    const D8 d8;
+    const DU8 du8;
+    const D32 d32;
+    const DF df;
+    const size_t N8 = hn::Lanes(d8);
+    VF acc[T];
+    float mins[T] = {};
+    for (int t = 0; t < T; ++t) acc[t] = hn::Zero(df);
+    for (int64_t k = 0; k < l.n_blocks; ++k) {
+        const uint8_t* b = w + size_t(k) * kBytes;
+        PrefetchBlock<kBytes>(pf + size_t(k) * kBytes);
+        int32_t sc[8], m[8];
+        UnpackScaleMin(b + 4, sc, m);
+        VI sumi[T];
+        for (int t = 0; t < T; ++t) sumi[t] = hn::Zero(d32);
+        for (int j = 0; j < 4; ++j) {
+            for (size_t i = 0; i < 32; i += N8) {
+                const auto raw = hn::LoadU(du8, b + kQs + 32 * j + i);
+                auto lo = hn::And(raw, hn::Set(du8, 15));
+                auto hi = hn::ShiftRight<4>(raw);
+                if constexpr (kHasHigh) {
+                    const auto qh = hn::LoadU(du8, b + 16 + i);
+                    const auto sixteen = hn::Set(du8, 16);
+                    lo = hn::Or(
+                        lo, hn::IfThenElseZero(hn::TestBit(qh, hn::Set(du8, uint8_t(1 << (2 * j)))),
+                                               sixteen));
+                    hi = hn::Or(
+                        hi, hn::IfThenElseZero(hn::TestBit(qh, hn::Set(du8, uint8_t(2 << (2 * j)))),
+                                               sixteen));
+                }
+                for (int t = 0; t < T; ++t) {
+                    const auto* x = reinterpret_cast<const int8_t*>(a.row[t]) + k * QK_K;
+                    const VI dlo = DotU8I8(d32, hn::BitCast(d8, lo), hn::LoadU(d8, x + 64 * j + i),
+                                           hn::Zero(d32));
+                    const VI dhi = DotU8I8(d32, hn::BitCast(d8, hi),
+                                           hn::LoadU(d8, x + 64 * j + 32 + i), hn::Zero(d32));
+                    sumi[t] = hn::Add(sumi[t], hn::Add(hn::Mul(dlo, hn::Set(d32, sc[2 * j])),
+                                                       hn::Mul(dhi, hn::Set(d32, sc[2 * j + 1]))));
+                }
+            }
+        }
+        const VF dd = BroadcastF16(b);
+        const float dmin = LoadF16(b + 2);
+        for (int t = 0; t < T; ++t) {
+            const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
+            const auto* bs =
+                reinterpret_cast<const int32_t*>(a.row[t] + l.sum_offset) + k * (QK_K / 16);
+            int32_t msum = 0;
+            for (int j = 0; j < 8; ++j) msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+            acc[t] = hn::MulAdd(hn::Mul(dd, hn::Set(df, dx)), hn::ConvertTo(df, sumi[t]), acc[t]);
+            mins[t] += dmin * dx * float(msum);
+        }
+    }
+    for (int t = 0; t < T; ++t) y[t * ldy] = ReduceSum(df, acc[t]) - mins[t];
+}
+
+// One Q6_K row times T tokens: per super-block, d d_x sum_j sc_j (sum_i q_i x_i - 32 bsum_j)
+// over the 16 sub-blocks of 16 values (q in 0..63 is the stored level; the reference
+// subtracts 32 first).
+template <int T>
+HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
+                           const ops::ActLayout& l, float* y, int64_t ldy) {
+    constexpr size_t kBytes = sizeof(BlockQ6_K);
+    const D8 d8;
+    const DU8 du8;
+    const D32 d32;
+    const size_t N8 = hn::Lanes(d8);
+    float total[T] = {};
+    // Scales of the sub-blocks of elements i .. i + N8 of a 32-value group: one per 16.
+    auto scale_vec = [&](const int8_t* sc, size_t i) -> VI {
+        if constexpr (hn::MaxLanes(D8()) >= 32) {
+            const hn::Half<D32> dh;
+            return hn::Combine(d32, hn::Set(dh, int32_t(sc[1])), hn::Set(dh, int32_t(sc[0])));
+        } else {
+            return hn::Set(d32, int32_t(sc[i / 16]));
+        }
+    };
+    for (int64_t k = 0; k < l.n_blocks; ++k) {
+        const uint8_t* b = w + size_t(k) * kBytes;
+        PrefetchBlock<kBytes>(pf + size_t(k) * kBytes);
+        const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+        VI sumi[T];
+        for (int t = 0; t < T; ++t) sumi[t] = hn::Zero(d32);
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t* ql = b + 64 * h;
+            const uint8_t* qh = b + 128 + 32 * h;
+            const int8_t* sch = sc + 8 * h;
+            for (size_t i = 0; i < 32; i += N8) {
+                const auto c0 = hn::LoadU(du8, ql + i), c1 = hn::LoadU(du8, ql + 32 + i);
+                const auto q = hn::LoadU(du8, qh + i);
+                const auto low = hn::Set(du8, 15);
+                const auto q0 =
+                    hn::Or(hn::And(c0, low), hn::ShiftLeft<4>(hn::And(q, hn::Set(du8, 3))));
+                const auto q1 =
+                    hn::Or(hn::And(c1, low), hn::ShiftLeft<2>(hn::And(q, hn::Set(du8, 12))));
+                const auto q2 = hn::Or(hn::ShiftRight<4>(c0), hn::And(q, hn::Set(du8, 48)));
+                const auto q3 =
+                    hn::Or(hn::ShiftRight<4>(c1), hn::ShiftRight<2>(hn::And(q, hn::Set(du8, 192))));
+                const VI s0 = scale_vec(sch + 0, i), s1 = scale_vec(sch + 2, i);
+                const VI s2 = scale_vec(sch + 4, i), s3 = scale_vec(sch + 6, i);
+                for (int t = 0; t < T; ++t) {
+                    const int8_t* xh =
+                        reinterpret_cast<const int8_t*>(a.row[t]) + k * QK_K + 128 * h;
+                    const VI z = hn::Zero(d32);
+                    const VI d0 = DotU8I8(d32, hn::BitCast(d8, q0), hn::LoadU(d8, xh + i), z);
+                    const VI d1 = DotU8I8(d32, hn::BitCast(d8, q1), hn::LoadU(d8, xh + 32 + i), z);
+                    const VI d2 = DotU8I8(d32, hn::BitCast(d8, q2), hn::LoadU(d8, xh + 64 + i), z);
+                    const VI d3 = DotU8I8(d32, hn::BitCast(d8, q3), hn::LoadU(d8, xh + 96 + i), z);
+                    sumi[t] = hn::Add(sumi[t], hn::Add(hn::Add(hn::Mul(d0, s0), hn::Mul(d1, s1)),
+                                                       hn::Add(hn::Mul(d2, s2), hn::Mul(d3, s3))));
+                }
+            }
+        }
+        const float d = LoadF16(b + 208);
+        for (int t = 0; t < T; ++t) {
+            const auto* bs =
+                reinterpret_cast<const int32_t*>(a.row[t] + l.sum_offset) + k * (QK_K / 16);
+            int32_t corr = 0;
+            for (int j = 0; j < 16; ++j) corr += int32_t(sc[j]) * bs[j];
+            const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
+            total[t] += d * dx * float(ReduceSum(d32, sumi[t]) - 32 * corr);
+        }
+    }
+    for (int t = 0; t < T; ++t) y[t * ldy] = total[t];
+}
+
+// ---- Float types: F32, F16, BF16 weights times float activations ----------------------
+
+template <DType kType>
+HWY_INLINE hn::Vec<hn::ScalableTag<float>> LoadWeights(const uint8_t* row, size_t i, size_t n) {
+    const hn::ScalableTag<float> df;
+    const size_t N = hn::Lanes(df);
+    if constexpr (kType == DType::F32) {
+        const auto* p = reinterpret_cast<const float*>(row) + i;
+        return n >= N ? hn::LoadU(df, p) : LoadTail(df, p, n);
+    } else {
+        const hn::Rebind<uint16_t, decltype(df)> du16;
+        const auto* p = reinterpret_cast<const uint16_t*>(row) + i;
+        const auto bits = n >= N ? hn::LoadU(du16, p) : LoadTail(du16, p, n);
+        if constexpr (kType == DType::F16) {
+            return F32FromF16Bits(df, bits);
+        } else {
+            return F32FromBF16Bits(df, bits);
+        }
+    }
+}
+
+template <DType kType, int T>
+HWY_INLINE void GemvRowFloat(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
+                             const ops::ActLayout& l, float* y, int64_t ldy) {
+    const hn::ScalableTag<float> df;
+    const size_t N = hn::Lanes(df);
+    const size_t n = size_t(l.n_in);
+    constexpr size_t kElem = kType == DType::F32 ? 4 : 2;
+    hn::Vec<decltype(df)> acc[T][2];
+    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = hn::Zero(df);
+    size_t i = 0;
+    for (; i + 2 * N <= n; i += 2 * N) {
+        hwy::Prefetch(pf + i * kElem);
+        if (2 * N * kElem > 64) hwy::Prefetch(pf + i * kElem + 64);
+        const auto w0 = LoadWeights<kType>(w, i, N), w1 = LoadWeights<kType>(w, i + N, N);
+        for (int t = 0; t < T; ++t) {
+            const auto* x = reinterpret_cast<const float*>(a.row[t]);
+            acc[t][0] = hn::MulAdd(w0, hn::LoadU(df, x + i), acc[t][0]);
+            acc[t][1] = hn::MulAdd(w1, hn::LoadU(df, x + i + N), acc[t][1]);
+        }
+    }
+    for (; i < n; i += N) {
+        const size_t m = n - i < N ? n - i : N;
+        const auto wv = LoadWeights<kType>(w, i, m);
+        for (int t = 0; t < T; ++t) {
+            const auto* x = reinterpret_cast<const float*>(a.row[t]);
+            acc[t][0] =
+                hn::MulAdd(wv, m == N ? hn::LoadU(df, x + i) : LoadTail(df, x + i, m), acc[t][0]);
+        }
+    }
+    for (int t = 0; t < T; ++t) y[t * ldy] = ReduceSum(df, hn::Add(acc[t][0], acc[t][1]));
+}
+
+// ---- Row loops ---------------------------------------------------------------------------
+
+// Rows [o0, o1) of w times T tokens: y[t * ldy + (o - o0)]. Kernel::Run does one row.
+// Prefetching runs kPrefetchBytes ahead within the task's rows (the first rows are
+// prefetched up front).
+template <class Kernel, int T>
+HWY_NOINLINE void GemvRowsT(const uint8_t* w, size_t stride, int64_t o0, int64_t o1,
+                            const GemvActs& a, const ops::ActLayout& l, float* y, int64_t ldy) {
+    const int64_t ahead = int64_t((kPrefetchBytes + stride - 1) / stride);
+    const uint8_t* begin = w + size_t(o0) * stride;
+    const uint8_t* end = w + size_t(o0 + (o1 - o0 < ahead ? o1 - o0 : ahead)) * stride;
+    for (const uint8_t* p = begin; p < end; p += 64) hwy::Prefetch(p);
+    for (int64_t o = o0; o < o1; ++o) {
+        const uint8_t* pf = w + size_t(o + ahead < o1 ? o + ahead : o) * stride;
+        Kernel::template Run<T>(w + size_t(o) * stride, pf, a, l, y + (o - o0), ldy);
+    }
+}
+
+template <class Kernel>
+HWY_INLINE void GemvRows(const uint8_t* w, size_t stride, int64_t o0, int64_t o1, const GemvActs& a,
+                         int n_tokens, const ops::ActLayout& l, float* y, int64_t ldy) {
+    switch (n_tokens) {
+        case 1:
+            return GemvRowsT<Kernel, 1>(w, stride, o0, o1, a, l, y, ldy);
+        case 2:
+            return GemvRowsT<Kernel, 2>(w, stride, o0, o1, a, l, y, ldy);
+        default:
+            return GemvRowsT<Kernel, 3>(w, stride, o0, o1, a, l, y, ldy);
+    }
+}
+
+template <class Codec>
+struct Blocks32Kernel {
+    template <int T>
+    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
+                               const ops::ActLayout& l, float* y, int64_t ldy) {
+        GemvRow32<Codec, T>(w, pf, a, l, y, ldy);
+    }
+};
+template <bool kHasHigh>
+struct Q45KKernel {
+    template <int T>
+    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
+                               const ops::ActLayout& l, float* y, int64_t ldy) {
+        GemvRowQ45K<kHasHigh, T>(w, pf, a, l, y, ldy);
+    }
+};
+struct Q6KKernel {
+    template <int T>
+    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
+                               const ops::ActLayout& l, float* y, int64_t ldy) {
+        GemvRowQ6K<T>(w, pf, a, l, y, ldy);
+    }
+};
+template <DType kType>
+struct FloatKernel {
+    template <int T>
+    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
+                               const ops::ActLayout& l, float* y, int64_t ldy) {
+        GemvRowFloat<kType, T>(w, pf, a, l, y, ldy);
+    }
+};
+
+// Rows [o0, o1) of any supported weight type times tokens [t0, t1) (at most
+// kMaxGemvTokens at a time): y[t * w.n_out + o]. Returns false for a type without a kernel.
+HWY_INLINE bool GemvAnyType(const ops::Weight& wt, int64_t o0, int64_t o1, const uint8_t* act,
+                            int64_t t0, int64_t t1, const ops::ActLayout& l, float* y) {
+    for (int64_t tb = t0; tb < t1; tb += kMaxGemvTokens) {
+        const int n = int(t1 - tb < kMaxGemvTokens ? t1 - tb : kMaxGemvTokens);
+        GemvActs a;
+        for (int t = 0; t < n; ++t) a.row[t] = act + size_t(tb + t) * l.row_bytes;
+        float* yt = y + tb * wt.n_out + o0;
+        const uint8_t* w = wt.data;
+        const size_t s = wt.row_stride;
+        const int64_t ld = wt.n_out;
+        switch (wt.type) {
+            case DType::Q8_0:
+                GemvRows<Blocks32Kernel<CodecQ8_0>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q4_0:
+                GemvRows<Blocks32Kernel<CodecQ4_0>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q5_0:
+                GemvRows<Blocks32Kernel<CodecQ5_0>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q4_1:
+                GemvRows<Blocks32Kernel<CodecQ4_1>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q5_1:
+                GemvRows<Blocks32Kernel<CodecQ5_1>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q4_K:
+                GemvRows<Q45KKernel<false>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q5_K:
+                GemvRows<Q45KKernel<true>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::Q6_K:
+                GemvRows<Q6KKernel>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::F32:
+                GemvRows<FloatKernel<DType::F32>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::F16:
+                GemvRows<FloatKernel<DType::F16>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            case DType::BF16:
+                GemvRows<FloatKernel<DType::BF16>>(w, s, o0, o1, a, n, l, yt, ld);
+                break;
+            default:
+                return false;
+        }
+    }
+    return true;
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+}  // namespace troupe::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard (per target)

@@ -1,0 +1,207 @@
+// The machine-limit probes (probes.h). The loops are Highway code so that they use the
+// widest vectors of the target the kernels run on.
+#include "kernels/simd_targets.h"  // first: decides the targets
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/probes.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "kernels/dot-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
+#pragma GCC target("avx512vnni")
+#endif
+namespace troupe::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Sum of n floats (n a multiple of 8 vectors), eight independent accumulators.
+float ReadSum(const float* HWY_RESTRICT p, size_t n) {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (size_t i = 0; i + 8 * N <= n; i += 8 * N) {
+        a0 = hn::Add(a0, hn::Load(d, p + i));
+        a1 = hn::Add(a1, hn::Load(d, p + i + N));
+        a2 = hn::Add(a2, hn::Load(d, p + i + 2 * N));
+        a3 = hn::Add(a3, hn::Load(d, p + i + 3 * N));
+        a4 = hn::Add(a4, hn::Load(d, p + i + 4 * N));
+        a5 = hn::Add(a5, hn::Load(d, p + i + 5 * N));
+        a6 = hn::Add(a6, hn::Load(d, p + i + 6 * N));
+        a7 = hn::Add(a7, hn::Load(d, p + i + 7 * N));
+    }
+    const auto s = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
+                           hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+    return hn::GetLane(hn::SumOfLanes(d, s));
+}
+
+// 12 independent FMA chains (enough to cover latency 4 x 2 pipes with room), `iters` steps.
+// Returns the float operations done and a value that depends on all of them.
+double FmaChains(int64_t iters, float* sink) {
+    const hn::ScalableTag<float> d;
+    const auto m = hn::Set(d, 0.999999f), c = hn::Set(d, 1e-7f);
+    auto a0 = hn::Set(d, 0.1f), a1 = hn::Set(d, 0.2f), a2 = hn::Set(d, 0.3f), a3 = hn::Set(d, 0.4f);
+    auto a4 = hn::Set(d, 0.5f), a5 = hn::Set(d, 0.6f), a6 = hn::Set(d, 0.7f), a7 = hn::Set(d, 0.8f);
+    auto a8 = hn::Set(d, 0.9f), a9 = hn::Set(d, 1.0f), a10 = hn::Set(d, 1.1f),
+         a11 = hn::Set(d, 1.2f);
+    for (int64_t i = 0; i < iters; ++i) {
+        a0 = hn::MulAdd(a0, m, c);
+        a1 = hn::MulAdd(a1, m, c);
+        a2 = hn::MulAdd(a2, m, c);
+        a3 = hn::MulAdd(a3, m, c);
+        a4 = hn::MulAdd(a4, m, c);
+        a5 = hn::MulAdd(a5, m, c);
+        a6 = hn::MulAdd(a6, m, c);
+        a7 = hn::MulAdd(a7, m, c);
+        a8 = hn::MulAdd(a8, m, c);
+        a9 = hn::MulAdd(a9, m, c);
+        a10 = hn::MulAdd(a10, m, c);
+        a11 = hn::MulAdd(a11, m, c);
+    }
+    const auto s = hn::Add(hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
+                                   hn::Add(hn::Add(a4, a5), hn::Add(a6, a7))),
+                           hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
+    *sink = hn::GetLane(hn::SumOfLanes(d, s));
+    return double(iters) * 12.0 * 2.0 * double(hn::Lanes(d));
+}
+
+// The same with the kernels' 8-bit dot product (unsigned x signed bytes, 4 per 32-bit lane).
+// Returns the operations done (2 per byte product).
+double Int8DotChains(int64_t iters, float* sink) {
+#if HWY_TARGET == HWY_SCALAR
+    (void)iters;
+    *sink = 0.0f;
+    return 0.0;
+#else
+    const hn::ScalableTag<int8_t> d8;
+    const hn::Repartition<int32_t, decltype(d8)> d32;
+    const auto a = hn::Set(d8, 3), b = hn::Set(d8, -2);
+    auto s0 = hn::Set(d32, 1), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    auto s8 = s0, s9 = s0, s10 = s0, s11 = s0;
+    for (int64_t i = 0; i < iters; ++i) {
+        s0 = DotU8I8(d32, a, b, s0);
+        s1 = DotU8I8(d32, a, b, s1);
+        s2 = DotU8I8(d32, a, b, s2);
+        s3 = DotU8I8(d32, a, b, s3);
+        s4 = DotU8I8(d32, a, b, s4);
+        s5 = DotU8I8(d32, a, b, s5);
+        s6 = DotU8I8(d32, a, b, s6);
+        s7 = DotU8I8(d32, a, b, s7);
+        s8 = DotU8I8(d32, a, b, s8);
+        s9 = DotU8I8(d32, a, b, s9);
+        s10 = DotU8I8(d32, a, b, s10);
+        s11 = DotU8I8(d32, a, b, s11);
+    }
+    const auto s = hn::Add(hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)),
+                                   hn::Add(hn::Add(s4, s5), hn::Add(s6, s7))),
+                           hn::Add(hn::Add(s8, s9), hn::Add(s10, s11)));
+    *sink = float(hn::GetLane(hn::SumOfLanes(d32, s)));
+    return double(iters) * 12.0 * 2.0 * double(hn::Lanes(d8));
+#endif
+}
+
+}  // namespace troupe::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kernels/probes.h"
+#include "util/error.h"
+
+namespace troupe {
+HWY_EXPORT(ReadSum);
+HWY_EXPORT(FmaChains);
+HWY_EXPORT(Int8DotChains);
+
+namespace kernels {
+
+namespace {
+
+double seconds_now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+ProbeResult summarize(std::vector<double> rates) {
+    std::sort(rates.begin(), rates.end());
+    return {rates.back(), rates[rates.size() / 2]};
+}
+
+void on_all_threads(ThreadPool* pool, const std::function<void(int)>& fn) {
+    if (pool) {
+        pool->run_on_all(fn);
+    } else {
+        fn(0);
+    }
+}
+
+// Runs `work(thread) -> operations` on every thread `reps` times; returns operations per
+// nanosecond (G per second) of each repetition.
+template <class Work>
+ProbeResult rate_per_rep(ThreadPool* pool, int reps, Work&& work) {
+    const int n_threads = pool ? pool->size() : 1;
+    std::vector<double> rates;
+    std::vector<double> ops(static_cast<size_t>(n_threads));
+    for (int r = 0; r < std::max(reps, 1); ++r) {
+        const double t0 = seconds_now();
+        on_all_threads(pool, [&](int thread) { ops[size_t(thread)] = work(thread); });
+        const double dt = seconds_now() - t0;
+        double total = 0;
+        for (double o : ops) total += o;
+        rates.push_back(total / dt * 1e-9);
+    }
+    return summarize(std::move(rates));
+}
+
+}  // namespace
+
+ProbeResult probe_read_bandwidth(ThreadPool* pool, size_t bytes, int reps) {
+    const int n_threads = pool ? pool->size() : 1;
+    constexpr size_t kChunk = 4096;  // every slice a whole number of pages, all vectors whole
+    const size_t per_thread = bytes / size_t(n_threads) / kChunk * kChunk;
+    TROUPE_CHECK(per_thread > 0);
+    const size_t total = per_thread * size_t(n_threads);
+    std::unique_ptr<float, decltype(&std::free)> buf(
+        static_cast<float*>(std::aligned_alloc(kChunk, total)), &std::free);
+    TROUPE_CHECK(buf != nullptr);
+    // Each thread touches its own slice first (first-touch placement on NUMA machines).
+    on_all_threads(pool, [&](int thread) {
+        std::memset(reinterpret_cast<uint8_t*>(buf.get()) + per_thread * size_t(thread), 0,
+                    per_thread);
+    });
+    const auto sum = HWY_DYNAMIC_DISPATCH(ReadSum);
+    std::vector<float> sink(static_cast<size_t>(n_threads));
+    return rate_per_rep(pool, reps, [&](int thread) {
+        const float* p = buf.get() + per_thread / sizeof(float) * size_t(thread);
+        sink[size_t(thread)] += sum(p, per_thread / sizeof(float));
+        return double(per_thread);
+    });
+}
+
+ProbeResult probe_fma(ThreadPool* pool, int reps) {
+    const auto chains = HWY_DYNAMIC_DISPATCH(FmaChains);
+    const int n_threads = pool ? pool->size() : 1;
+    std::vector<float> sink(static_cast<size_t>(n_threads));
+    return rate_per_rep(pool, reps,
+                        [&](int thread) { return chains(4'000'000, &sink[size_t(thread)]); });
+}
+
+ProbeResult probe_int8_dot(ThreadPool* pool, int reps) {
+    const auto chains = HWY_DYNAMIC_DISPATCH(Int8DotChains);
+    const int n_threads = pool ? pool->size() : 1;
+    std::vector<float> sink(static_cast<size_t>(n_threads));
+    return rate_per_rep(pool, reps,
+                        [&](int thread) { return chains(2'000'000, &sink[size_t(thread)]); });
+}
+
+}  // namespace kernels
+}  // namespace troupe
+#endif  // HWY_ONCE

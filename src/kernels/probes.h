@@ -1,0 +1,33 @@
+// Machine-limit probes, run on the same threads as the kernels so that kernel figures can be
+// shown as a fraction of what this machine can do:
+// - read bandwidth: every thread streams its own slice of a buffer far larger than the
+//   last-level cache, summing floats (the access pattern of decode: read each byte once);
+// - FMA throughput: every thread runs independent chains of float fused multiply-adds in
+//   registers (the arithmetic limit of matrix-matrix products);
+// - int8 dot throughput: the same with the 8-bit dot product the quantised kernels use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/thread_pool.h"
+
+namespace troupe::kernels {
+
+struct ProbeResult {
+    double best = 0;    // the fastest repetition (least disturbed by other processes)
+    double median = 0;  // the median repetition
+};
+
+// GB/s (1e9 bytes per second) reading `bytes` (rounded down to whole vectors per thread) with
+// all pool threads (pool null: the calling thread alone), `reps` repetitions.
+ProbeResult probe_read_bandwidth(ThreadPool* pool, size_t bytes, int reps);
+
+// GFLOP/s (a fused multiply-add counts 2) with all pool threads, `reps` repetitions.
+ProbeResult probe_fma(ThreadPool* pool, int reps);
+
+// G int8 multiply-adds per second (counted as 2 operations each, like FLOPs) with all pool
+// threads, through the same dot-product instructions as the quantised matmul.
+ProbeResult probe_int8_dot(ThreadPool* pool, int reps);
+
+}  // namespace troupe::kernels

@@ -1,0 +1,219 @@
+// Attention over the paged KV cache and kv_store against the scalar references on every
+// target: decode rows, prefill and chunked prefill, several block sizes and head sizes,
+// F16 and F32 caches, and shared prompt prefixes computed together and merged.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+#include "kernels/ops_ref.h"
+#include "kernels/thread_pool.h"
+
+namespace troupe {
+namespace {
+
+using test::expect_near_all;
+using test::for_each_target;
+using test::random_floats;
+
+// A paged KV cache of one layer: n_blocks blocks, laid out [block][kv_head][slot][head_dim].
+struct TestKv {
+    std::vector<uint8_t> k, v;
+    ops::KvLayerView view;
+
+    TestKv(DType type, int n_blocks, int block_size, int n_kv_head, int head_dim) {
+        const size_t elem = type == DType::F16 ? 2 : 4;
+        view.type = type;
+        view.block_size = block_size;
+        view.head_dim = head_dim;
+        view.n_kv_head = n_kv_head;
+        view.head_stride = size_t(block_size) * size_t(head_dim) * elem;
+        view.block_stride = view.head_stride * size_t(n_kv_head) + 24;  // padding between blocks
+        k.assign(view.block_stride * size_t(n_blocks), 0);
+        v.assign(k.size(), 0);
+        view.k = k.data();
+        view.v = v.data();
+    }
+};
+
+// A sequence with its own storage: block table, queries, output.
+struct TestSeq {
+    std::vector<int32_t> block_table;
+    std::vector<float> q, out;
+    ops::AttentionSeq seq;
+};
+
+void fill_cache(TestKv& kv, const std::vector<int32_t>& table, int n_pos, uint32_t seed) {
+    const int row = kv.view.n_kv_head * kv.view.head_dim;
+    const auto k = random_floats(size_t(n_pos * row), seed, -1.0f, 1.0f);
+    const auto v = random_floats(size_t(n_pos * row), seed + 1, -1.0f, 1.0f);
+    std::vector<int32_t> pos(static_cast<size_t>(n_pos));
+    std::iota(pos.begin(), pos.end(), 0);
+    ops::ref::kv_store(kv.view, table.data(), pos.data(), k.data(), v.data(), n_pos);
+}
+
+TestSeq make_seq(std::vector<int32_t> table, int first_pos, int n_q, int n_head, int head_dim,
+                 uint32_t seed) {
+    TestSeq s;
+    s.block_table = std::move(table);
+    // Queries around 3 in magnitude so that the softmax is far from uniform.
+    s.q = random_floats(size_t(n_q * n_head * head_dim), seed, -3.0f, 3.0f);
+    s.out.assign(s.q.size(), -1.0f);
+    s.seq = ops::AttentionSeq{s.block_table.data(), first_pos, n_q, s.q.data(), s.out.data()};
+    return s;
+}
+
+// Float sums in another order than the reference: scores move by ~1e-6, outputs (weighted
+// means of values in [-1, 1]) by a few 1e-6.
+constexpr float kAbsTol = 2e-5f;
+
+void check_against_reference(const TestKv& kv, std::vector<TestSeq>& seqs, int n_head,
+                             ThreadPool* pool, bool shared) {
+    std::vector<ops::AttentionSeq> batch;
+    for (TestSeq& s : seqs) batch.push_back(s.seq);
+    std::vector<std::vector<float>> want;
+    for (TestSeq& s : seqs) {
+        ops::ref::attention(kv.view, &s.seq, 1, n_head, 0.125f);
+        want.push_back(s.out);
+    }
+    for_each_target([&] {
+        for (TestSeq& s : seqs) std::fill(s.out.begin(), s.out.end(), -7.0f);
+        if (shared) {
+            ops::attention(kv.view, batch.data(), int(batch.size()), n_head, 0.125f, pool);
+        } else {
+            ops::attention_shared(kv.view, batch.data(), int(batch.size()), {}, n_head, 0.125f,
+                                  pool);
+        }
+        for (size_t i = 0; i < seqs.size(); ++i)
+            expect_near_all(seqs[i].out.data(), want[i].data(), want[i].size(), kAbsTol, 0.0f,
+                            "attention");
+    });
+}
+
+TEST(Attention, DecodeAndPrefillMatchReference) {
+    ThreadPool pool(2);
+    for (DType type : {DType::F16, DType::F32})
+        for (int block_size : {16, 5, 32})
+            for (int head_dim : {64, 48, 20, 128}) {
+                SCOPED_TRACE(::testing::Message() << type_name(type) << " block " << block_size
+                                                  << " head_dim " << head_dim);
+                const int n_kv_head = 2, n_head = 6, n_blocks = 40;
+                TestKv kv(type, n_blocks, block_size, n_kv_head, head_dim);
+                // A shuffled block table, so logical and physical order differ.
+                std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+                std::iota(table.begin(), table.end(), 0);
+                std::shuffle(table.begin(), table.end(),
+                             std::mt19937(uint32_t(block_size + head_dim)));
+                const int n_pos = std::min(n_blocks * block_size, 200);
+                fill_cache(kv, table, n_pos, uint32_t(head_dim));
+                std::vector<TestSeq> seqs;
+                seqs.push_back(make_seq(table, 0, 1, n_head, head_dim, 1));    // first token
+                seqs.push_back(make_seq(table, 150, 1, n_head, head_dim, 2));  // decode
+                seqs.push_back(make_seq(table, 0, 37, n_head, head_dim, 3));   // prefill
+                seqs.push_back(make_seq(table, 17, 9, n_head, head_dim, 4));   // chunked prefill
+                seqs.push_back(make_seq(table, 199, 1, n_head, head_dim, 5));  // last position
+                check_against_reference(kv, seqs, n_head, &pool, false);
+                check_against_reference(kv, seqs, n_head, nullptr, false);
+                // The same table for all: attention() groups them by their shared blocks.
+                check_against_reference(kv, seqs, n_head, &pool, true);
+            }
+}
+
+TEST(Attention, SharedPrefixEqualsPlainAttention) {
+    ThreadPool pool(2);
+    for (int n_seqs : {2, 3, 8}) {
+        const int block_size = 16, n_kv_head = 3, n_head = 9, head_dim = 64;
+        const int shared_blocks = 5;
+        TestKv kv(DType::F16, 200, block_size, n_kv_head, head_dim);
+        std::vector<int32_t> prefix(static_cast<size_t>(shared_blocks));
+        std::iota(prefix.begin(), prefix.end(), 100);  // physical blocks 100..104
+        fill_cache(kv, prefix, shared_blocks * block_size, 9);
+        std::vector<TestSeq> seqs;
+        for (int s = 0; s < n_seqs; ++s) {
+            // Each sequence continues the prefix in private blocks with its own contents.
+            std::vector<int32_t> table = prefix;
+            for (int b = 0; b < 3; ++b) table.push_back(int32_t(10 * s + b));
+            const int n_pos = shared_blocks * block_size + 20 + s;
+            // Private positions start at shared_blocks * block_size: store them through the
+            // full table so positions map to the private blocks.
+            const int row = n_kv_head * head_dim;
+            const int n_priv = n_pos - shared_blocks * block_size;
+            const auto k = random_floats(size_t(n_priv * row), uint32_t(50 + s), -1, 1);
+            const auto v = random_floats(size_t(n_priv * row), uint32_t(70 + s), -1, 1);
+            std::vector<int32_t> pos(static_cast<size_t>(n_priv));
+            std::iota(pos.begin(), pos.end(), shared_blocks * block_size);
+            ops::ref::kv_store(kv.view, table.data(), pos.data(), k.data(), v.data(), n_priv);
+            // Decode rows, except one sequence that prefills its last 4 positions.
+            const int n_q = s == 1 ? 4 : 1;
+            seqs.push_back(make_seq(table, n_pos - n_q, n_q, n_head, head_dim, uint32_t(s + 30)));
+        }
+        std::vector<ops::AttentionSeq> batch;
+        for (TestSeq& s : seqs) batch.push_back(s.seq);
+        const auto groups = ops::find_shared_prefixes(batch.data(), n_seqs, block_size);
+        ASSERT_EQ(groups.size(), 1u);
+        EXPECT_EQ(groups[0].n_blocks, shared_blocks);
+        EXPECT_EQ(int(groups[0].seqs.size()), n_seqs);
+        check_against_reference(kv, seqs, n_head, &pool, true);
+        check_against_reference(kv, seqs, n_head, nullptr, true);
+        check_against_reference(kv, seqs, n_head, &pool, false);
+    }
+}
+
+TEST(Attention, FindSharedPrefixes) {
+    const int bs = 4;
+    std::vector<int32_t> a = {1, 2, 3, 4}, b = {1, 2, 9, 8}, c = {1, 2, 3, 7}, d = {5, 6},
+                         e = {5, 6, 0};
+    std::vector<ops::AttentionSeq> seqs = {
+        {a.data(), 0, 16, nullptr, nullptr}, {b.data(), 10, 5, nullptr, nullptr},
+        {c.data(), 15, 1, nullptr, nullptr}, {d.data(), 7, 1, nullptr, nullptr},
+        {e.data(), 9, 1, nullptr, nullptr},
+    };
+    const auto groups = ops::find_shared_prefixes(seqs.data(), int(seqs.size()), bs);
+    ASSERT_EQ(groups.size(), 2u);
+    EXPECT_EQ(groups[0].seqs, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(groups[0].n_blocks, 2);
+    EXPECT_EQ(groups[1].seqs, (std::vector<int>{3, 4}));
+    EXPECT_EQ(groups[1].n_blocks, 2);
+    // A group needs min_blocks shared blocks: only a and c share 3.
+    const auto g3 = ops::find_shared_prefixes(seqs.data(), int(seqs.size()), bs, 3);
+    ASSERT_EQ(g3.size(), 1u);
+    EXPECT_EQ(g3[0].seqs, (std::vector<int>{0, 2}));
+    EXPECT_EQ(g3[0].n_blocks, 3);
+    EXPECT_TRUE(ops::find_shared_prefixes(seqs.data(), int(seqs.size()), bs, 4).empty());
+    // A sequence only counts the blocks it uses: d uses 2 (positions 0..7).
+    std::vector<ops::AttentionSeq> short_seqs = {{d.data(), 3, 1, nullptr, nullptr},
+                                                 {e.data(), 9, 1, nullptr, nullptr}};
+    const auto g2 = ops::find_shared_prefixes(short_seqs.data(), 2, bs);
+    ASSERT_EQ(g2.size(), 1u);
+    EXPECT_EQ(g2[0].n_blocks, 1);
+}
+
+TEST(Attention, KvStoreMatchesReferenceBitForBit) {
+    for (DType type : {DType::F16, DType::F32}) {
+        const int bs = 16, n_kv_head = 3, head_dim = 64;
+        TestKv want(type, 8, bs, n_kv_head, head_dim), got(type, 8, bs, n_kv_head, head_dim);
+        const std::vector<int32_t> table = {5, 2, 7, 0};
+        const int n = 37;
+        auto k = random_floats(size_t(n * n_kv_head * head_dim), 1, -70000.0f, 70000.0f);
+        auto v =
+            random_floats(size_t(n * n_kv_head * head_dim), 2, -1e-6f, 1e-6f);  // f16 subnormals
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        std::iota(pos.begin(), pos.end(), 3);
+        ops::ref::kv_store(want.view, table.data(), pos.data(), k.data(), v.data(), n);
+        for_each_target([&] {
+            std::fill(got.k.begin(), got.k.end(), 0);
+            std::fill(got.v.begin(), got.v.end(), 0);
+            ops::kv_store(got.view, table.data(), pos.data(), k.data(), v.data(), n);
+            EXPECT_EQ(got.k, want.k);
+            EXPECT_EQ(got.v, want.v);
+        });
+    }
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,153 @@
+// RMSNorm, RoPE, SwiGLU, add and softmax against their scalar references on every target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+#include "kernels/ops_ref.h"
+
+namespace troupe {
+namespace {
+
+using test::expect_near_all;
+using test::for_each_target;
+using test::OffsetBuffer;
+using test::random_floats;
+using test::test_sizes;
+
+// Float sums in a different order than the reference (which sums squares in double): the
+// error of a length-n float sum is about n * 2^-24 relative.
+constexpr float kRelTol = 2e-6f;
+
+TEST(Elementwise, RmsNormMatchesReference) {
+    for_each_target([] {
+        for (int64_t dim : test_sizes()) {
+            if (dim == 0) continue;
+            for (size_t offset : {0, 1, 3}) {
+                const int64_t rows = 3;
+                const auto x = random_floats(size_t(rows * dim), uint32_t(dim), -3.0f, 3.0f);
+                const auto w = random_floats(size_t(dim), uint32_t(dim) + 7);
+                std::vector<float> want(x.size());
+                ops::ref::rms_norm(x.data(), w.data(), want.data(), rows, dim, 1e-5f);
+                OffsetBuffer<float> xb(x.size(), offset), yb(x.size(), offset + 1);
+                xb.assign(x);
+                ops::rms_norm(xb.data(), w.data(), yb.data(), rows, dim, 1e-5f);
+                const float tol = kRelTol * float(1 + dim / 64);
+                expect_near_all(yb.data(), want.data(), want.size(), 1e-7f, tol, "rms_norm");
+                // In place (y == x).
+                ops::rms_norm(xb.data(), w.data(), xb.data(), rows, dim, 1e-5f);
+                expect_near_all(xb.data(), want.data(), want.size(), 1e-7f, tol,
+                                "rms_norm inplace");
+            }
+        }
+    });
+}
+
+void check_rope(ops::RopeMode mode, int head_dim, int n_rot, float ext_factor) {
+    const int n_heads = 3;
+    const int64_t rows = 4;
+    ops::RopeParams p;
+    p.n_rot = n_rot;
+    p.mode = mode;
+    p.freq_base = 10000.0f;
+    p.ext_factor = ext_factor;
+    p.freq_scale = ext_factor != 0.0f ? 0.25f : 1.0f;
+    p.n_ctx_orig = 2048;
+    const std::vector<int32_t> pos = {0, 1, 17, 3000};
+    const auto x =
+        random_floats(size_t(rows * n_heads * head_dim), uint32_t(head_dim * 31 + n_rot));
+    std::vector<float> want = x;
+    ops::ref::rope(want.data(), pos.data(), rows, n_heads, head_dim, p);
+    for (size_t offset : {0, 1}) {
+        OffsetBuffer<float> got(x.size(), offset);
+        got.assign(x);
+        ops::rope(got.data(), pos.data(), rows, n_heads, head_dim, p);
+        // One rounding of x0 c - x1 s (fused or not) on values of magnitude <= 1.
+        expect_near_all(got.data(), want.data(), want.size(), 4e-7f, 1e-6f, "rope");
+
+        // The two-step form uses bit-identical angles.
+        got.assign(x);
+        std::vector<float> table(size_t(rows * n_rot));
+        ops::rope_angles(pos.data(), rows, p, table.data());
+        ops::rope_apply(got.data(), table.data(), rows, n_heads, head_dim, p);
+        expect_near_all(got.data(), want.data(), want.size(), 4e-7f, 1e-6f, "rope_apply");
+    }
+}
+
+TEST(Elementwise, RopeMatchesReference) {
+    for_each_target([] {
+        for (ops::RopeMode mode : {ops::RopeMode::Norm, ops::RopeMode::Neox})
+            for (int head_dim : {2, 6, 32, 48, 64, 80, 128})
+                for (int n_rot : {2, head_dim / 2 + (head_dim / 2) % 2, head_dim}) {
+                    if (n_rot <= 0 || n_rot > head_dim || n_rot % 2) continue;
+                    SCOPED_TRACE(::testing::Message()
+                                 << "head_dim " << head_dim << " n_rot " << n_rot << " neox "
+                                 << (mode == ops::RopeMode::Neox));
+                    check_rope(mode, head_dim, n_rot, 0.0f);
+                    check_rope(mode, head_dim, n_rot, 1.0f);
+                }
+    });
+}
+
+TEST(Elementwise, SwigluMatchesReference) {
+    for_each_target([] {
+        for (int64_t n : test_sizes()) {
+            const auto g = random_floats(size_t(n), uint32_t(n) + 1, -20.0f, 20.0f);
+            const auto u = random_floats(size_t(n), uint32_t(n) + 2, -2.0f, 2.0f);
+            std::vector<float> want(static_cast<size_t>(n));
+            ops::ref::swiglu(g.data(), u.data(), want.data(), n);
+            OffsetBuffer<float> gb(size_t(n), 1), ub(size_t(n), 2), out(size_t(n), 3);
+            gb.assign(g);
+            ub.assign(u);
+            ops::swiglu(gb.data(), ub.data(), out.data(), n);
+            // Highway's exp is within a few ulp; one division and one product follow.
+            expect_near_all(out.data(), want.data(), size_t(n), 1e-30f, 4e-6f, "swiglu");
+            ops::swiglu(gb.data(), ub.data(), gb.data(), n);  // out aliases gate
+            expect_near_all(gb.data(), want.data(), size_t(n), 1e-30f, 4e-6f, "swiglu alias");
+        }
+    });
+}
+
+TEST(Elementwise, AddInplaceIsExact) {
+    for_each_target([] {
+        for (int64_t n : test_sizes()) {
+            const auto a = random_floats(size_t(n), uint32_t(n) + 3);
+            const auto b = random_floats(size_t(n), uint32_t(n) + 4);
+            std::vector<float> want = a;
+            ops::ref::add_inplace(want.data(), b.data(), n);
+            OffsetBuffer<float> y(size_t(n), 1);
+            y.assign(a);
+            ops::add_inplace(y.data(), b.data(), n);
+            expect_near_all(y.data(), want.data(), size_t(n), 0.0f, 0.0f, "add_inplace");
+        }
+    });
+}
+
+TEST(Elementwise, SoftmaxMatchesReference) {
+    for_each_target([] {
+        for (int64_t n : test_sizes()) {
+            auto x = random_floats(size_t(n), uint32_t(n) + 5, -30.0f, 30.0f);
+            std::vector<float> want = x;
+            ops::ref::softmax(want.data(), n);
+            OffsetBuffer<float> got(size_t(n), 3);
+            got.assign(x);
+            ops::softmax(got.data(), n);
+            expect_near_all(got.data(), want.data(), size_t(n), 1e-9f, 1e-5f, "softmax");
+            double sum = 0;
+            for (int64_t i = 0; i < n; ++i) sum += got.data()[i];
+            if (n > 0) {
+                EXPECT_NEAR(sum, 1.0, 1e-5);
+            }
+        }
+        // Large values and a -inf (a masked score) stay finite and exact at the masked entry.
+        std::vector<float> x = {1000.0f, 999.0f, -INFINITY, 998.0f};
+        ops::softmax(x.data(), 4);
+        EXPECT_EQ(x[2], 0.0f);
+        EXPECT_NEAR(x[0], 0.6652409f, 1e-6f);
+    });
+}
+
+}  // namespace
+}  // namespace troupe

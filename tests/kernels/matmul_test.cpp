@@ -1,0 +1,186 @@
+// Matrix products of every weight type against the scalar reference (ops::ref::matmul) on
+// every target, for 1 to many tokens, odd shapes and unaligned weight and activation rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/matmul_act.h"
+#include "kernels/ops.h"
+#include "kernels/ops_ref.h"
+#include "kernels/thread_pool.h"
+#include "tensor/quant_ref.h"
+#include "util/error.h"
+
+namespace troupe {
+namespace {
+
+using test::for_each_target;
+using test::OffsetBuffer;
+using test::random_floats;
+
+// A weight matrix of `type` quantised from random floats, stored `offset` elements (2 bytes
+// for the 16-bit and block types, whose fields are 16-bit; 4 for F32) past a 64-byte
+// boundary: model files align tensors, but rows of odd-sized blocks are not vector-aligned.
+struct TestWeight {
+    std::vector<uint8_t> storage;
+    ops::Weight w;
+    std::vector<float> dequant;  // [n_out, n_in]
+};
+
+TestWeight make_weight(DType type, int64_t n_in, int64_t n_out, uint32_t seed, size_t offset) {
+    TestWeight t;
+    const size_t rb = row_bytes(type, n_in);
+    t.storage.resize(rb * size_t(n_out) + 64 + 4 * offset);
+    uint8_t* base = t.storage.data();
+    base +=
+        (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64 + offset * (type == DType::F32 ? 4 : 2);
+    const auto f = random_floats(size_t(n_in * n_out), seed, -1.0f, 1.0f);
+    for (int64_t o = 0; o < n_out; ++o)
+        quantize_row(type, f.data() + o * n_in, base + size_t(o) * rb, n_in);
+    t.w = ops::Weight{type, n_in, n_out, base, rb};
+    t.dequant.resize(f.size());
+    for (int64_t o = 0; o < n_out; ++o)
+        dequantize_row(type, base + size_t(o) * rb, t.dequant.data() + o * n_in, n_in);
+    return t;
+}
+
+// The kernels compute the same per-block integer (or 16-bit float) products as the
+// reference and differ only in the order of float additions: bound the error by the float
+// rounding of a sum of n_in terms of magnitude sum_i |w_i x_i|.
+void expect_matmul_near(const TestWeight& tw, const std::vector<float>& x, const float* got,
+                        const float* want, int64_t n_tokens) {
+    const ops::Weight& w = tw.w;
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t o = 0; o < w.n_out; ++o) {
+            double mag = 0;
+            for (int64_t i = 0; i < w.n_in; ++i)
+                mag += std::fabs(double(tw.dequant[size_t(o * w.n_in + i)]) *
+                                 x[size_t(t * w.n_in + i)]);
+            // Activation quantisation error is shared (same values); sums of up to n_in terms.
+            const double tol = 1e-6 + mag * 4e-7 * (8 + std::sqrt(double(w.n_in)));
+            const size_t at = size_t(t * w.n_out + o);
+            if (!(std::fabs(double(got[at]) - want[at]) <= tol)) {
+                ADD_FAILURE() << type_name(w.type) << " n_in " << w.n_in << " n_out " << w.n_out
+                              << " tokens " << n_tokens << ": y[" << t << "," << o
+                              << "] = " << got[at] << ", reference " << want[at] << ", tolerance "
+                              << tol;
+                return;
+            }
+        }
+}
+
+// One weight matrix and input, the reference output computed once, then every target.
+void check_matmul(DType type, int64_t n_in, int64_t n_out, int64_t n_tokens, ThreadPool* pool,
+                  size_t offset) {
+    const TestWeight tw = make_weight(type, n_in, n_out, uint32_t(n_in * 7 + n_out), offset);
+    const auto x = random_floats(size_t(n_in * n_tokens), uint32_t(n_tokens + n_in), -2.0f, 2.0f);
+    std::vector<float> want(static_cast<size_t>(n_out * n_tokens));
+    ops::ref::matmul(tw.w, x.data(), want.data(), n_tokens);
+    OffsetBuffer<float> xb(x.size(), offset % 4), y(want.size(), 1);
+    xb.assign(x);
+    for_each_target([&] {
+        ops::matmul(tw.w, xb.data(), y.data(), n_tokens, pool);
+        expect_matmul_near(tw, x, y.data(), want.data(), n_tokens);
+    });
+}
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                        DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+TEST(Matmul, MatchesReferenceOnEveryTarget) {
+    ThreadPool pool(2);
+    for (DType type : kTypes) {
+        const int64_t bs = traits(type).block_size == 1 ? 32 : traits(type).block_size;
+        for (int64_t n_in : {bs, 2 * bs, 3 * bs, bs == QK_K ? int64_t(1536) : int64_t(576)})
+            for (int64_t n_out : {1, 3, 4, 5, 17, 33, 64})
+                for (int64_t n_tokens : {1, 2, 3, 5})
+                    check_matmul(type, n_in, n_out, n_tokens, n_out % 2 ? &pool : nullptr,
+                                 size_t(n_out % 3));
+    }
+}
+
+TEST(Matmul, PlainTypesAnyLength) {
+    // F32, F16 and BF16 rows may have any length (block size 1).
+    ThreadPool pool(2);
+    for (DType type : {DType::F32, DType::F16, DType::BF16})
+        for (int64_t n_in : {1, 3, 7, 15, 16, 17, 31, 33, 47, 65, 100})
+            for (int64_t n_tokens : {2, 5}) check_matmul(type, n_in, 9, n_tokens, &pool, 2);
+}
+
+TEST(Matmul, BatchedShapesOfTheModel) {
+    ThreadPool pool(2);
+    // Matrix-matrix kernels: whole and partial token vectors (16 tokens on AVX-512), tiles,
+    // and enough tokens for the float types' packed path (4 vectors).
+    for (DType type : kTypes)
+        for (int64_t n_tokens : {4, 8, 16, 37, 70})
+            check_matmul(type, 256 * 3, 81, n_tokens, &pool, 0);
+}
+
+// Several matrices on one input: Q, K and V shapes of one type (one fused dispatch), and a
+// mix of types whose activation types differ (computed one after the other).
+TEST(Matmul, ManyMatricesOnOneInput) {
+    ThreadPool pool(2);
+    const int64_t n_in = 512;
+    const std::vector<std::vector<std::pair<DType, int64_t>>> sets = {
+        {{DType::Q8_0, 64}, {DType::Q8_0, 21}, {DType::Q8_0, 21}},
+        {{DType::Q4_K, 40}, {DType::Q6_K, 17}},                  // both Q8_K activations
+        {{DType::Q4_0, 33}, {DType::Q4_K, 8}, {DType::F16, 5}},  // three activation types
+    };
+    for (const auto& set : sets)
+        for (int64_t n_tokens : {1, 3, 9}) {
+            std::vector<TestWeight> tws;
+            std::vector<ops::Weight> ws;
+            for (const auto& [type, n_out] : set)
+                tws.push_back(make_weight(type, n_in, n_out, uint32_t(n_out), 1));
+            for (const TestWeight& tw : tws) ws.push_back(tw.w);
+            const auto x = random_floats(size_t(n_in * n_tokens), 5, -2.0f, 2.0f);
+            std::vector<std::vector<float>> want(ws.size()), got(ws.size());
+            std::vector<float*> ys;
+            for (size_t i = 0; i < ws.size(); ++i) {
+                want[i].resize(size_t(ws[i].n_out * n_tokens));
+                got[i].assign(want[i].size(), -1.0f);
+                ops::ref::matmul(ws[i], x.data(), want[i].data(), n_tokens);
+                ys.push_back(got[i].data());
+            }
+            for_each_target([&] {
+                ops::matmul_many(ws.data(), int(ws.size()), x.data(), ys.data(), n_tokens, &pool);
+                for (size_t i = 0; i < ws.size(); ++i)
+                    expect_matmul_near(tws[i], x, got[i].data(), want[i].data(), n_tokens);
+            });
+        }
+}
+
+// The activation conversion is the reference's, byte for byte (same scales, same rounding
+// of halves, same clamping), on inputs with ties, zeros, large and tiny values.
+TEST(Matmul, ActivationConversionIsBitExact) {
+    std::vector<float> x = random_floats(1024, 77, -3.0f, 3.0f);
+    for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;                    // an all-zero block
+    for (int i = 32; i < 64; ++i) x[size_t(i)] = float(i - 48) * 0.5f;   // exact halves
+    for (int i = 64; i < 96; ++i) x[size_t(i)] = float(i % 7) * 1e-30f;  // tiny
+    x[100] = -5e4f;
+    x[300] = 3e4f;
+    x[301] = -3e4f;  // a tie in magnitude: the first wins for Q8_K
+    for (DType act : {DType::Q8_0, DType::Q8_1, DType::Q8_K, DType::F16, DType::BF16, DType::F32}) {
+        const int64_t n = act == DType::Q8_K ? 1024 : 992;
+        std::vector<uint8_t> want(row_bytes(act, n)), got(want.size());
+        quantize_row(act, x.data(), want.data(), n);
+        for_each_target([&] {
+            std::fill(got.begin(), got.end(), 0xAB);
+            ops::convert_activations_for_test(act, x.data(), n, got.data());
+            EXPECT_EQ(got, want) << type_name(act);
+        });
+    }
+}
+
+TEST(Matmul, UnsupportedTypeIsAnError) {
+    std::vector<uint8_t> data(256);
+    const ops::Weight w{DType::IQ2_XXS, 256, 1, data.data(), 66};
+    std::vector<float> x(256), y(1);
+    EXPECT_THROW(ops::matmul(w, x.data(), y.data(), 1, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace troupe
