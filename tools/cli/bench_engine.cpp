@@ -114,23 +114,23 @@ void run_bench_model(const BenchOptions& o) {
                     "%d threads, %d repetitions\n",
                     o.model.c_str(), hp.name.c_str(), hp.n_layer, hp.n_embd,
                     double(model->weights().matrix_bytes) / 1048576.0, o.threads, o.repeat);
+    // The bandwidth of a shared machine drifts from minute to minute: it is probed right before
+    // every decode run, and the fraction of the roofline is taken per repetition.
     ThreadPool pool(o.threads);
-    const double bw = kernels::probe_read_bandwidth(&pool, size_t(512) << 20, 5).best;
+    auto probe_bw = [&] { return kernels::probe_read_bandwidth(&pool, size_t(512) << 20, 3).best; };
     const double fma = kernels::probe_fma(&pool, 5).best;
-    const double roofline = bw * 1e9 / double(model->weights().matrix_bytes);
-    print_or_collect(o, j, "read_bandwidth_gb_s", bw, "GB/s", "read bandwidth (probe, best of 5)");
     print_or_collect(o, j, "fma_gflop_s", fma, "GFLOP/s", "FMA throughput (probe, best of 5)");
-    print_or_collect(o, j, "decode_roofline_tokens_per_s", roofline, "tok/s",
-                     "decode roofline (bandwidth / weight bytes per token)");
-
+    const double weight_bytes = double(model->weights().matrix_bytes);
     const std::vector<int32_t> text = text_tokens(*model, size_t(o.context_tokens) + 8);
-    std::vector<double> decode1, prefill, agg8, single_ctx;
+    std::vector<double> decode1, prefill, agg8, single_ctx, bws, fractions;
     for (int rep = 0; rep < o.repeat; ++rep) {
         {  // single-sequence decode from a short prompt (llama-bench tg128)
             Engine e(*model, engine_config(o, false, true, 1));
             std::vector<int32_t> p = {model->tokenizer().bos()};
+            bws.push_back(probe_bw());
             run(e, {fixed_request(p, o.gen_tokens)}, false);
             decode1.push_back(e.stats().decode_tokens_per_s());
+            fractions.push_back(decode1.back() * weight_bytes / (bws.back() * 1e9));
         }
         {  // prefill of a context_tokens prompt in one forward pass (llama-bench pp512)
             EngineConfig c = engine_config(o, false, true, 1);
@@ -152,10 +152,14 @@ void run_bench_model(const BenchOptions& o) {
             (n == 1 ? single_ctx : agg8).push_back(e.stats().decode_tokens_per_s());
         }
     }
-    const double d1 = robust_median(decode1);
-    print_or_collect(o, j, "decode_tokens_per_s", d1, "tok/s", "single-sequence decode (tg)");
-    print_or_collect(o, j, "decode_fraction_of_roofline", d1 / roofline, "",
-                     "  as a fraction of the roofline");
+    const double bw = robust_median(bws);
+    print_or_collect(o, j, "read_bandwidth_gb_s", bw, "GB/s", "read bandwidth (probe before each decode run)");
+    print_or_collect(o, j, "decode_roofline_tokens_per_s", bw * 1e9 / weight_bytes, "tok/s",
+                     "decode roofline (bandwidth / weight bytes per token)");
+    print_or_collect(o, j, "decode_tokens_per_s", robust_median(decode1), "tok/s",
+                     ("single-sequence decode of " + std::to_string(o.gen_tokens) + " tokens").c_str());
+    print_or_collect(o, j, "decode_fraction_of_roofline", robust_median(fractions), "",
+                     "  as a fraction of the roofline (per run, median)");
     print_or_collect(o, j, "prefill_tokens_per_s", robust_median(prefill), "tok/s",
                      ("prefill of a " + std::to_string(o.context_tokens) + "-token prompt").c_str());
     const double s1 = robust_median(single_ctx), s8 = robust_median(agg8);
