@@ -12,6 +12,10 @@ namespace troupe {
 
 namespace {
 
+// Bytes of the next matrix to start loading while attention runs (decode reads every matrix
+// from memory; the first rows would otherwise stall the matmul that follows).
+constexpr size_t kPrefetchBytes = 16 * 1024;
+
 void grow(std::vector<float>& v, size_t n) {
     if (v.size() < n) v.resize(n);
 }
@@ -35,6 +39,7 @@ void prepare(const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
     grow(ws.up, n * hp.n_ff);
     grow(ws.out, size_t(batch.n_logit_rows()) * hp.n_embd);
     ws.pos.resize(n);
+    grow(ws.rope, n * size_t(hp.rope.n_rot));
     ws.attn_seqs.resize(batch.seqs.size());
     size_t t = 0;
     for (const BatchSeq& s : batch.seqs) {
@@ -92,25 +97,28 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv,
     float* x = ws.x.data();
 
     ops::get_rows(w_.tok_embd, batch.tokens.data(), n, x);  // x = embedding of each token
+    ops::rope_angles(ws.pos.data(), n, rope, ws.rope.data());  // once for every layer
     for (int il = 0; il < hp.n_layer; ++il) {
         const LayerWeights& l = w_.layers[size_t(il)];
         // attention block
         ops::rms_norm(x, l.attn_norm.data(), ws.xb.data(), n, hp.n_embd, hp.rms_eps);
-        ops::matmul(l.wq, ws.xb.data(), ws.q.data(), n, pool);
-        ops::matmul(l.wk, ws.xb.data(), ws.k.data(), n, pool);
-        ops::matmul(l.wv, ws.xb.data(), ws.v.data(), n, pool);
+        const ops::Weight qkv[3] = {l.wq, l.wk, l.wv};
+        float* const qkv_out[3] = {ws.q.data(), ws.k.data(), ws.v.data()};
+        ops::matmul_many(qkv, 3, ws.xb.data(), qkv_out, n, pool);
         add_bias(ws.q.data(), l.bq, n);
         add_bias(ws.k.data(), l.bk, n);
         add_bias(ws.v.data(), l.bv, n);
-        ops::rope(ws.q.data(), ws.pos.data(), n, hp.n_head, hp.head_dim, rope);
-        ops::rope(ws.k.data(), ws.pos.data(), n, hp.n_head_kv, hp.head_dim, rope);
+        ops::rope_apply(ws.q.data(), ws.rope.data(), n, hp.n_head, hp.head_dim, rope);
+        ops::rope_apply(ws.k.data(), ws.rope.data(), n, hp.n_head_kv, hp.head_dim, rope);
+        ops::prefetch_weights(&l.wo, 1, kPrefetchBytes);  // hidden behind attention
         attend(hp, batch, kv[size_t(il)], ws, pool);
         ops::matmul(l.wo, ws.attn.data(), ws.proj.data(), n, pool);
         ops::add_inplace(x, ws.proj.data(), n * hp.n_embd);  // residual
         // feed-forward block (SwiGLU)
         ops::rms_norm(x, l.ffn_norm.data(), ws.xb.data(), n, hp.n_embd, hp.rms_eps);
-        ops::matmul(l.w_gate, ws.xb.data(), ws.gate.data(), n, pool);
-        ops::matmul(l.w_up, ws.xb.data(), ws.up.data(), n, pool);
+        const ops::Weight gate_up[2] = {l.w_gate, l.w_up};
+        float* const gate_up_out[2] = {ws.gate.data(), ws.up.data()};
+        ops::matmul_many(gate_up, 2, ws.xb.data(), gate_up_out, n, pool);
         ops::swiglu(ws.gate.data(), ws.up.data(), ws.gate.data(), n * hp.n_ff);
         ops::matmul(l.w_down, ws.gate.data(), ws.proj.data(), n, pool);
         ops::add_inplace(x, ws.proj.data(), n * hp.n_embd);  // residual

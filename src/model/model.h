@@ -34,6 +34,7 @@ struct ForwardWorkspace {
     std::vector<float> gate;    // [n_tokens, n_ff]
     std::vector<float> up;      // [n_tokens, n_ff]
     std::vector<float> out;     // [n_logit_rows, n_embd] final normed rows
+    std::vector<float> rope;    // [n_tokens, n_rot] cos | sin of each token's rotary angles
     std::vector<int32_t> pos;   // [n_tokens]
     std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
 };
