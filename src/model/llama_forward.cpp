@@ -50,13 +50,14 @@ void prepare(const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
 }
 
 // Stores this layer's K/V of every sequence's new tokens into its blocks and attends.
-void attend(const HParams& hp, const Batch& batch, const ops::KvLayerView& kv,
-            ForwardWorkspace& ws, ThreadPool* pool) {
+void attend(const HParams& hp, const Batch& batch, const ops::KvLayerView& kv, ForwardWorkspace& ws,
+            ThreadPool* pool) {
     size_t t = 0;
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
         const BatchSeq& bs = batch.seqs[s];
-        ops::kv_store(kv, bs.block_table.data(), ws.pos.data() + t, ws.k.data() + t * hp.n_embd_kv(),
-                      ws.v.data() + t * hp.n_embd_kv(), bs.n_tokens);
+        ops::kv_store(kv, bs.block_table.data(), ws.pos.data() + t,
+                      ws.k.data() + t * hp.n_embd_kv(), ws.v.data() + t * hp.n_embd_kv(),
+                      bs.n_tokens);
         ops::AttentionSeq& a = ws.attn_seqs[s];
         a.block_table = bs.block_table.data();
         a.first_pos = bs.first_pos;
@@ -84,8 +85,8 @@ int gather_logit_rows(const HParams& hp, const Batch& batch, ForwardWorkspace& w
 
 }  // namespace
 
-void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv,
-                    ForwardWorkspace& ws, ThreadPool* pool, float* logits) const {
+void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, ForwardWorkspace& ws,
+                    ThreadPool* pool, float* logits) const {
     const HParams& hp = hp_;
     TROUPE_CHECK(int(kv.size()) == hp.n_layer);
     const int64_t n = batch.n_tokens();
@@ -96,7 +97,7 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv,
     if (!w_.rope_freqs.empty()) rope.freq_factors = w_.rope_freqs.data();
     float* x = ws.x.data();
 
-    ops::get_rows(w_.tok_embd, batch.tokens.data(), n, x);  // x = embedding of each token
+    ops::get_rows(w_.tok_embd, batch.tokens.data(), n, x);     // x = embedding of each token
     ops::rope_angles(ws.pos.data(), n, rope, ws.rope.data());  // once for every layer
     for (int il = 0; il < hp.n_layer; ++il) {
         const LayerWeights& l = w_.layers[size_t(il)];
@@ -126,7 +127,8 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv,
     // output: final norm and projection of the rows that want logits only
     const int n_out = gather_logit_rows(hp, batch, ws);
     if (n_out == 0) return;
-    ops::rms_norm(ws.out.data(), w_.output_norm.data(), ws.out.data(), n_out, hp.n_embd, hp.rms_eps);
+    ops::rms_norm(ws.out.data(), w_.output_norm.data(), ws.out.data(), n_out, hp.n_embd,
+                  hp.rms_eps);
     ops::matmul(w_.output, ws.out.data(), logits, n_out, pool);
 }
 
