@@ -122,6 +122,7 @@ void Engine::set_power_mode(PowerMode mode) {
 void Engine::build_batch(const ScheduledBatch& sb) {
     batch_.tokens.clear();
     batch_.seqs.clear();
+    batch_.shared_prefix_attention = config_.shared_prefix_attention;
     for (const ScheduledSeq& s : sb.seqs) {
         const auto toks = s.tokens();
         batch_.tokens.insert(batch_.tokens.end(), toks.begin(), toks.end());

@@ -41,6 +41,7 @@ struct EngineConfig {
     int max_num_batched_tokens = 512;   // tokens per forward pass (decodes + prompt chunks)
     bool enable_prefix_caching = true;  // reuse cached KV of equal prompt prefixes
     bool enable_batching = true;        // false: one sequence at a time (baseline)
+    bool shared_prefix_attention = true;  // attend to shared prefix blocks once per batch
     PowerMode power = PowerMode::Performance;
     bool warmup = true;  // touch the weights and run one step at start
 };

@@ -67,7 +67,11 @@ void attend(const HParams& hp, const Batch& batch, const ops::KvLayerView& kv, F
         t += size_t(bs.n_tokens);
     }
     const float scale = 1.0f / std::sqrt(float(hp.head_dim));
-    ops::attention(kv, ws.attn_seqs.data(), int(ws.attn_seqs.size()), hp.n_head, scale, pool);
+    if (batch.shared_prefix_attention)
+        ops::attention(kv, ws.attn_seqs.data(), int(ws.attn_seqs.size()), hp.n_head, scale, pool);
+    else
+        ops::attention_shared(kv, ws.attn_seqs.data(), int(ws.attn_seqs.size()), {}, hp.n_head,
+                              scale, pool);
 }
 
 // Copies the rows that want logits (each sequence's last n_logits tokens) into ws.out.

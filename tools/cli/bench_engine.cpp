@@ -207,6 +207,7 @@ void run_bench_agents(const BenchOptions& o) {
             o.n_agents, o.prefix_tokens, o.suffix_tokens, o.gen_tokens, o.threads, o.repeat);
     std::vector<double> base_ms, opt_ms, hit;
     std::map<int, std::vector<double>> agg;  // concurrency -> decode tok/s
+    std::vector<double> agg_no_shared;       // at n_agents, shared-prefix attention off
     for (int rep = 0; rep < o.repeat; ++rep) {
         {
             Engine e(*model, engine_config(o, false, false, 1));
@@ -218,7 +219,13 @@ void run_bench_agents(const BenchOptions& o) {
             opt_ms.push_back(f.wall_ms);
             hit.push_back(f.stats.hit_rate());
         }
-        for (int c = 1; c <= o.n_agents; c *= 2) {
+        {
+            EngineConfig c = engine_config(o, true, true, o.n_agents);
+            c.shared_prefix_attention = false;
+            Engine e(*model, c);
+            agg_no_shared.push_back(run(e, reqs, false).stats.decode_tokens_per_s());
+        }
+        for (int c = 1; c <= o.n_agents; c = c * 2 > o.n_agents && c < o.n_agents ? o.n_agents : c * 2) {
             Engine e(*model, engine_config(o, true, true, c));
             std::vector<Request> sub(reqs.begin(), reqs.begin() + c);
             agg[c].push_back(run(e, sub, false).stats.decode_tokens_per_s());
@@ -237,6 +244,12 @@ void run_bench_agents(const BenchOptions& o) {
         if (c > 1)
             print_or_collect(o, j, "decode_ratio_" + std::to_string(c), r / one, "x", "  over 1");
     }
+    const double shared = robust_median(agg.at(o.n_agents)), unshared = robust_median(agg_no_shared);
+    print_or_collect(o, j, "decode_tokens_per_s_no_shared_attention", unshared, "tok/s",
+                     ("aggregate decode, " + std::to_string(o.n_agents) +
+                      " concurrent, shared-prefix attention off").c_str());
+    print_or_collect(o, j, "shared_attention_gain", shared / unshared, "x",
+                     "  gain of shared-prefix attention");
     if (o.json_out) std::printf("%s\n", j.dump(1).c_str());
 }
 

@@ -58,6 +58,8 @@ void add_engine_options(CLI::App* cmd, EngineConfig& c) {
         ->capture_default_str();
     cmd->add_flag("--no-prefix-cache{false}", c.enable_prefix_caching,
                   "Do not reuse the KV of equal prompt prefixes");
+    cmd->add_flag("--no-shared-attention{false}", c.shared_prefix_attention,
+                  "Attend to shared prefix blocks per sequence instead of once per batch");
     cmd->add_option_function<std::string>(
         "--power",
         [&c](const std::string& name) {
