@@ -1,5 +1,8 @@
 #include "bench_engine.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -103,6 +106,40 @@ void print_or_collect(const BenchOptions& o, json& j, const std::string& key, do
 
 // ---- troupe bench model -------------------------------------------------------------------
 
+// Drops the file's pages from the page cache (as after a reboot or memory pressure), so the
+// next load reads it from storage: a cold start.
+void evict_from_page_cache(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+}
+
+struct StartFigures {
+    double load_ms = 0;    // Model::load (mmap, metadata, tokenizer)
+    double engine_ms = 0;  // Engine construction, including the warm-up when on
+    double ttft_ms = 0;    // time to first token of the first request
+};
+
+// A fresh process's first request: cold (file not cached, no warm-up) or warm (warm-up on).
+StartFigures measure_start(const BenchOptions& o, bool cold) {
+    if (cold) evict_from_page_cache(o.model);
+    StartFigures f;
+    double t = now_ms();
+    const auto model = Model::load(o.model);
+    f.load_ms = now_ms() - t;
+    EngineConfig c = engine_config(o, false, true, 1);
+    c.warmup = !cold;
+    t = now_ms();
+    Engine e(*model, c);
+    f.engine_ms = now_ms() - t;
+    const std::vector<int32_t> prompt = text_tokens(*model, 64);
+    e.submit(fixed_request(prompt, 1));
+    f.ttft_ms = e.run_until_done().at(0).stats.ttft_ms;
+    return f;
+}
+
 void run_bench_model(const BenchOptions& o) {
     const auto model = Model::load(o.model);
     const HParams& hp = model->hparams();
@@ -174,6 +211,24 @@ void run_bench_model(const BenchOptions& o) {
         o, j, "decode_nseq_ctx_tokens_per_s", s8, "tok/s",
         ("aggregate decode, " + std::to_string(o.n_agents) + " sequences sharing it").c_str());
     print_or_collect(o, j, "decode_nseq_over_1seq", s8 / s1, "x", "  ratio");
+    // The seed's cold and warm start: the first request of a fresh engine, the model file
+    // evicted from the page cache and no warm-up, against a warmed-up engine.
+    std::vector<double> cold_ttft, cold_load, warm_ttft, warm_engine;
+    for (int rep = 0; rep < o.repeat; ++rep) {
+        const StartFigures c = measure_start(o, true), w = measure_start(o, false);
+        cold_ttft.push_back(c.ttft_ms);
+        cold_load.push_back(c.load_ms + c.engine_ms);
+        warm_ttft.push_back(w.ttft_ms);
+        warm_engine.push_back(w.load_ms + w.engine_ms);
+    }
+    print_or_collect(o, j, "cold_start_load_ms", robust_median(cold_load), "ms",
+                     "cold start: load (file not in the page cache), no warm-up");
+    print_or_collect(o, j, "cold_start_ttft_ms", robust_median(cold_ttft), "ms",
+                     "  first request, 64-token prompt: time to first token");
+    print_or_collect(o, j, "warm_start_load_ms", robust_median(warm_engine), "ms",
+                     "warm start: load + warm-up (weights touched, one step run)");
+    print_or_collect(o, j, "warm_start_ttft_ms", robust_median(warm_ttft), "ms",
+                     "  first request, 64-token prompt: time to first token");
     if (o.json_out) std::printf("%s\n", j.dump(1).c_str());
 }
 
@@ -225,7 +280,8 @@ void run_bench_agents(const BenchOptions& o) {
             Engine e(*model, c);
             agg_no_shared.push_back(run(e, reqs, false).stats.decode_tokens_per_s());
         }
-        for (int c = 1; c <= o.n_agents; c = c * 2 > o.n_agents && c < o.n_agents ? o.n_agents : c * 2) {
+        for (int c = 1; c <= o.n_agents;
+             c = c * 2 > o.n_agents && c < o.n_agents ? o.n_agents : c * 2) {
             Engine e(*model, engine_config(o, true, true, c));
             std::vector<Request> sub(reqs.begin(), reqs.begin() + c);
             agg[c].push_back(run(e, sub, false).stats.decode_tokens_per_s());
@@ -244,10 +300,12 @@ void run_bench_agents(const BenchOptions& o) {
         if (c > 1)
             print_or_collect(o, j, "decode_ratio_" + std::to_string(c), r / one, "x", "  over 1");
     }
-    const double shared = robust_median(agg.at(o.n_agents)), unshared = robust_median(agg_no_shared);
+    const double shared = robust_median(agg.at(o.n_agents)),
+                 unshared = robust_median(agg_no_shared);
     print_or_collect(o, j, "decode_tokens_per_s_no_shared_attention", unshared, "tok/s",
                      ("aggregate decode, " + std::to_string(o.n_agents) +
-                      " concurrent, shared-prefix attention off").c_str());
+                      " concurrent, shared-prefix attention off")
+                         .c_str());
     print_or_collect(o, j, "shared_attention_gain", shared / unshared, "x",
                      "  gain of shared-prefix attention");
     if (o.json_out) std::printf("%s\n", j.dump(1).c_str());
