@@ -11,7 +11,10 @@
 // Threads: ops that take a ThreadPool split their work over it (null: the calling thread
 // alone) and must be called from the pool's owner thread, never from inside a pool task.
 // They use the pool's scratch memory (ThreadPool::shared_scratch / thread_scratch), whose
-// contents do not survive an op. The other ops run on the calling thread.
+// contents do not survive an op. The other ops run on the calling thread. Ops that take a
+// Region are collective steps of a parallel region (kernels/region.h): every participant
+// calls them with the same arguments, and they return once the result is complete, so a
+// whole forward pass can run as one dispatch; the ThreadPool forms run one region per call.
 // Errors: a weight type without compute code throws troupe::Error (from act_type); shapes
 // and pointers are the caller's invariants (TROUPE_CHECK where cheap).
 #pragma once
@@ -20,6 +23,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/region.h"
 #include "kernels/thread_pool.h"
 #include "tensor/types.h"
 
@@ -47,6 +51,15 @@ void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadP
 constexpr int kMaxMatmulMany = 8;
 void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
                  ThreadPool* pool);
+
+// The same as collective steps of a region. Matrix-vector products (decode) take no step of
+// their own besides the rows: each participant converts the activations itself. The
+// 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) sum every output in one order whatever
+// the number of tokens, the path or the threads: a token's outputs are bit-identical alone
+// or in any batch.
+void matmul(Region& r, const Weight& w, const float* x, float* y, int64_t n_tokens);
+void matmul_many(Region& r, const Weight* ws, int n, const float* x, float* const* ys,
+                 int64_t n_tokens);
 
 // Starts loading the first `bytes` of each weight into the cache and returns at once (software
 // prefetch, no result). Decode reads every matrix from DRAM and each matmul first waits for
