@@ -222,6 +222,14 @@ void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out) {
     ref::get_rows(w, ids, n_ids, out);
 }
 
+void get_rows(Region& r, const Weight& w, const int32_t* ids, int64_t n_ids, float* out) {
+    const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(w.n_in, 1));
+    r.for_each((n_ids + per_task - 1) / per_task, [&](int64_t t) {
+        const int64_t i0 = t * per_task, i1 = std::min(n_ids, i0 + per_task);
+        ref::get_rows(w, ids + i0, i1 - i0, out + i0 * w.n_in);
+    });
+}
+
 void convert_activations_for_test(DType act, const float* x, int64_t n, void* out) {
     const ActLayout l = act_layout(act, n);
     std::vector<uint8_t> row(l.row_bytes);

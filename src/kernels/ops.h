@@ -69,10 +69,13 @@ void prefetch_weights(const Weight* ws, int n, size_t bytes);
 
 // out[r, :] = dequantized row ids[r] of w.   out: [n_ids, w.n_in]. Embedding lookup.
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
+void get_rows(Region& r, const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:].   x, y: [n_rows, dim]; y may be x.
 void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
               float eps);
+void rms_norm(Region& r, const float* x, const float* weight, float* y, int64_t n_rows,
+              int64_t dim, float eps);
 
 // Rotary position embedding in place. x: [n_rows, n_heads, head_dim]; pos: [n_rows].
 // Only the first n_rot values of each head rotate. NORM pairs (2i, 2i+1) (llama); NEOX pairs
@@ -104,12 +107,16 @@ void rope_angles(const int32_t* pos, int64_t n_rows, const RopeParams& p, float*
 // rope_apply: rotates x: [n_rows, n_heads, head_dim] in place by table: [n_rows, p.n_rot].
 void rope_apply(float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
                 const RopeParams& p);
+void rope_apply(Region& r, float* x, const float* table, int64_t n_rows, int n_heads,
+                int head_dim, const RopeParams& p);
 
 // out[i] = silu(gate[i]) * up[i].   All [n].  out may alias gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+void swiglu(Region& r, const float* gate, const float* up, float* out, int64_t n);
 
 // y[i] += x[i].   [n]
 void add_inplace(float* y, const float* x, int64_t n);
+void add_inplace(Region& r, float* y, const float* x, int64_t n);
 
 // In-place softmax of x[n]; returns nothing. Stable (subtracts the max).
 void softmax(float* x, int64_t n);
@@ -136,6 +143,7 @@ struct KvLayerView {
 void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
               const float* v, int64_t n);
 
+
 // The queries of one sequence in a batch: n_q rows at consecutive positions first_pos,
 // first_pos + 1, ...; row r attends causally to positions [0, first_pos + r], whose K/V must
 // already be in the cache.
@@ -146,6 +154,12 @@ struct AttentionSeq {
     const float* q = nullptr;  // [n_q, n_head, head_dim]
     float* out = nullptr;      // [n_q, n_head, head_dim]
 };
+
+// kv_store for the new rows of every sequence of a batch, as a region step: sequence s's
+// n_q rows at positions first_pos, first_pos + 1, ... through its block table; k, v:
+// [sum of n_q, n_kv_head * head_dim], sequence after sequence.
+void kv_store(Region& r, const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
+              const float* k, const float* v);
 
 // Scaled dot-product attention with grouped KV heads (query head h reads kv head
 // h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch. Sequences whose
@@ -175,5 +189,44 @@ std::vector<SharedPrefixGroup> find_shared_prefixes(const AttentionSeq* seqs, in
 void attention_shared(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                       const std::vector<SharedPrefixGroup>& groups, int n_head, float scale,
                       ThreadPool* pool);
+
+// The work of attention for one batch, planned once and run for every layer of a forward pass
+// (it depends on the sequences and the cache geometry, not on the cache contents): tasks of
+// (kv head, query vectors, key range) and how their partial results merge.
+//
+// Keys are cut at fixed positions (multiples of kAttentionKeyChunk, rounded to whole blocks)
+// and the partial results of a query row merge in key order, so a row's output does not
+// depend on the other rows computed with it, on the threads, or on whether it is decoded or
+// prefilled (bit-identical). A shared prefix is read together only up to such a boundary (the
+// rest of it by each sequence), which keeps the shared form bit-identical as well.
+constexpr int kAttentionKeyChunk = 128;
+struct AttentionPlan {
+    struct Task {
+        int kv_head = 0;
+        const int32_t* block_table = nullptr;
+        int32_t k0 = 0, k1 = 0;      // key positions
+        int slot0 = 0, slot1 = 0;    // state slots [slot0, slot1): task_qids
+    };
+    struct QVec {  // a query vector: row `row` of sequence `seq`, head `head`
+        int seq, row, head;
+    };
+    const AttentionSeq* seqs = nullptr;  // the caller's, [n_seqs]; must outlive the plan's use
+    int n_seqs = 0;
+    int n_head = 0;
+    std::vector<QVec> qvecs;      // by qid
+    std::vector<int> task_qids;   // state slot -> qid
+    std::vector<Task> tasks;
+    std::vector<int> merge_begin;  // [qvecs + 1]: the slots of qid q, in key order, are
+    std::vector<int> merge_slots;  // merge_slots[merge_begin[q] .. merge_begin[q + 1])
+};
+
+// Plans attention for seqs[0 .. n_seqs) (find_shared_prefixes groups them when `share`).
+void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
+                    bool share, AttentionPlan& plan);
+void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
+                    const std::vector<SharedPrefixGroup>& groups, AttentionPlan& plan);
+
+// Runs a plan on one layer's cache (same geometry as planned) as steps of a region.
+void attention(Region& r, const KvLayerView& kv, const AttentionPlan& plan, float scale);
 
 }  // namespace troupe::ops

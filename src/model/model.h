@@ -35,7 +35,9 @@ struct ForwardWorkspace {
     std::vector<float> up;      // [n_tokens, n_ff]
     std::vector<float> out;     // [n_logit_rows, n_embd] final normed rows
     std::vector<int32_t> pos;   // [n_tokens]
+    std::vector<float> rope;    // [n_tokens, n_rot] rotation angles (ops::rope_angles)
     std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
+    ops::AttentionPlan attn_plan;              // the same for every layer of a pass
 };
 
 class Model {

@@ -164,6 +164,58 @@ TEST(Attention, SharedPrefixEqualsPlainAttention) {
     }
 }
 
+// A query row's output is bit-identical however it is computed: decoded alone, as a row of a
+// prefill or of a prefill chunk, beside other sequences, through a shared prefix, with or
+// without threads.
+TEST(Attention, RowsAreBatchInvariant) {
+    ThreadPool pool(2);
+    for (int block_size : {16, 5}) {
+        SCOPED_TRACE(::testing::Message() << "block " << block_size);
+        const int n_kv_head = 3, n_head = 9, head_dim = 64, n_pos = 300;
+        const int n_blocks = (n_pos + block_size - 1) / block_size;
+        TestKv kv(DType::F16, n_blocks + 4, block_size, n_kv_head, head_dim);
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        std::iota(table.begin(), table.end(), 2);
+        fill_cache(kv, table, n_pos, 5);
+        const size_t row = size_t(n_head * head_dim);
+        const auto q = random_floats(row * n_pos, 8, -3.0f, 3.0f);
+        for_each_target([&] {
+            std::vector<float> full(row * n_pos);  // every row in one prefill
+            ops::AttentionSeq all{table.data(), 0, n_pos, q.data(), full.data()};
+            ops::attention(kv.view, &all, 1, n_head, 0.125f, &pool);
+            auto expect_rows = [&](const std::vector<float>& got, int r0, int n, const char* how) {
+                for (size_t i = 0; i < size_t(n) * row; ++i)
+                    if (got[i] != full[size_t(r0) * row + i]) {
+                        ADD_FAILURE() << how << ": row " << r0 + int(i / row) << " differs";
+                        return;
+                    }
+            };
+            for (int pos : {0, 1, 127, 128, 129, 250, 299}) {  // decoded alone
+                std::vector<float> out(row);
+                ops::AttentionSeq s{table.data(), pos, 1, q.data() + size_t(pos) * row, out.data()};
+                ops::attention(kv.view, &s, 1, n_head, 0.125f, pos % 2 ? &pool : nullptr);
+                expect_rows(out, pos, 1, "decode");
+            }
+            for (int r0 = 0; r0 < n_pos; r0 += 37) {  // prefill chunks
+                const int n = std::min(37, n_pos - r0);
+                std::vector<float> out(row * size_t(n));
+                ops::AttentionSeq s{table.data(), r0, n, q.data() + size_t(r0) * row, out.data()};
+                ops::attention(kv.view, &s, 1, n_head, 0.125f, &pool);
+                expect_rows(out, r0, n, "chunk");
+            }
+            // Decodes of three sequences sharing every block (grouped as a shared prefix).
+            const int positions[] = {140, 260, 299};
+            std::vector<std::vector<float>> outs(3, std::vector<float>(row));
+            std::vector<ops::AttentionSeq> batch;
+            for (int i = 0; i < 3; ++i)
+                batch.push_back({table.data(), positions[i], 1,
+                                 q.data() + size_t(positions[i]) * row, outs[size_t(i)].data()});
+            ops::attention(kv.view, batch.data(), 3, n_head, 0.125f, &pool);
+            for (int i = 0; i < 3; ++i) expect_rows(outs[size_t(i)], positions[i], 1, "shared");
+        });
+    }
+}
+
 TEST(Attention, FindSharedPrefixes) {
     const int bs = 4;
     std::vector<int32_t> a = {1, 2, 3, 4}, b = {1, 2, 9, 8}, c = {1, 2, 3, 7}, d = {5, 6},
