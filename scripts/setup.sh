@@ -11,8 +11,10 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
   libpcre2-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  nodejs npm
 )
+# npm fetches llama.cpp's tokenizer test data (scripts/fetch-llama-data.sh). Use the machine's
+# Node.js when it has one (it may not come from Debian's packages); otherwise Debian's.
+command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 
 # Optional: a cross compiler and qemu to run the kernel tests on arm64 (NEON):
 # scripts/setup.sh --arm64, then scripts/check-arm64-kernels.sh.

@@ -93,16 +93,23 @@ RequestId Engine::submit(Request request, TokenCallback on_token) {
         if (id < 0 || id >= model_.hparams().n_vocab)
             throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary (" +
                         std::to_string(model_.hparams().n_vocab) + " tokens)");
-    Live live{Sampler(request.sampling), StreamDecoder(tok), StopMatcher(request.stop),
-              std::move(on_token), {}};
+    Live live{Sampler(request.sampling),
+              StreamDecoder(tok),
+              StopMatcher(request.stop),
+              std::move(on_token),
+              {}};
     const RequestId id = scheduler_->submit(std::move(request), now_ms());
     live_.emplace(id, std::move(live));
     return id;
 }
 
-void Engine::cancel(RequestId id) { scheduler_->cancel(id, now_ms()); }
+void Engine::cancel(RequestId id) {
+    scheduler_->cancel(id, now_ms());
+}
 
-bool Engine::has_work() const { return scheduler_->has_work(); }
+bool Engine::has_work() const {
+    return scheduler_->has_work();
+}
 
 void Engine::set_power_mode(PowerMode mode) {
     config_.power = mode;
@@ -115,6 +122,7 @@ void Engine::set_power_mode(PowerMode mode) {
 void Engine::build_batch(const ScheduledBatch& sb) {
     batch_.tokens.clear();
     batch_.seqs.clear();
+    batch_.shared_prefix_attention = config_.shared_prefix_attention;
     for (const ScheduledSeq& s : sb.seqs) {
         const auto toks = s.tokens();
         batch_.tokens.insert(batch_.tokens.end(), toks.begin(), toks.end());
@@ -162,38 +170,37 @@ RequestOutput Engine::make_output(const Sequence& seq) {
     return out;
 }
 
-std::vector<RequestOutput> Engine::step() {
-    const double t0 = now_ms();
-    const ScheduledBatch sb = scheduler_->schedule(t0);
-    sampled_.assign(sb.seqs.size(), -1);
-    if (!sb.empty()) {
-        build_batch(sb);
-        const HParams& hp = model_.hparams();
-        logits_.resize(size_t(batch_.n_logit_rows()) * size_t(hp.n_vocab));
-        model_.forward(batch_, kv_views_, ws_, pool_.get(), logits_.data());
-    
-        size_t row = 0;
-        for (size_t i = 0; i < sb.seqs.size(); ++i) {
-            const ScheduledSeq& s = sb.seqs[i];
-            if (!s.needs_sample) continue;
-            std::span<float> logits(logits_.data() + row++ * size_t(hp.n_vocab), size_t(hp.n_vocab));
-            const Sequence* seq = scheduler_->find(s.id);
-            auto it = live_.find(s.id);
-            if (!seq || it == live_.end()) continue;  // cancelled during the step
-            sampled_[i] = it->second.sampler.sample(logits, seq->tokens);
-        }
-        const bool decode_only = std::all_of(sb.seqs.begin(), sb.seqs.end(), [](const ScheduledSeq& s) {
-            return s.n_tokens == 1 && s.first_pos >= s.seq->n_prompt_tokens;
-        });
-        scheduler_->postprocess(sb, sampled_, now_ms());
-        const double ms = now_ms() - t0;
-        (decode_only ? decode_step_ms_ : prefill_step_ms_) += ms;
-        (decode_only ? decode_step_tokens_ : prefill_step_tokens_) += uint64_t(sb.n_tokens);
+// One forward pass over the scheduled work, a token sampled for every sequence that reached
+// the end of its known tokens (sampled_[i], -1 otherwise), then the scheduler's bookkeeping.
+void Engine::compute(const ScheduledBatch& sb, double t0) {
+    build_batch(sb);
+    const int n_vocab = model_.hparams().n_vocab;
+    logits_.resize(size_t(batch_.n_logit_rows()) * size_t(n_vocab));
+    model_.forward(batch_, kv_views_, ws_, pool_.get(), logits_.data());
+    size_t row = 0;
+    for (size_t i = 0; i < sb.seqs.size(); ++i) {
+        const ScheduledSeq& s = sb.seqs[i];
+        if (!s.needs_sample) continue;
+        std::span<float> logits(logits_.data() + row++ * size_t(n_vocab), size_t(n_vocab));
+        const Sequence* seq = scheduler_->find(s.id);
+        auto it = live_.find(s.id);
+        if (!seq || it == live_.end()) continue;  // cancelled during the step
+        sampled_[i] = it->second.sampler.sample(logits, seq->tokens);
     }
-    // A sampled token is text when the scheduler appended it: the sequence still runs, or it
-    // just finished by length. An end-of-generation token (Eos) or a request cancelled during
-    // the step appended nothing.
-    auto finished = scheduler_->take_finished();
+    const bool decode_only = std::all_of(sb.seqs.begin(), sb.seqs.end(), [](const ScheduledSeq& s) {
+        return s.n_tokens == 1 && s.first_pos >= s.seq->n_prompt_tokens;
+    });
+    scheduler_->postprocess(sb, sampled_, now_ms());
+    const double ms = now_ms() - t0;
+    (decode_only ? decode_step_ms_ : prefill_step_ms_) += ms;
+    (decode_only ? decode_step_tokens_ : prefill_step_tokens_) += uint64_t(sb.n_tokens);
+}
+
+// Streams the sampled tokens that became text: the scheduler appended a token when its
+// sequence still runs or just finished by length; an end-of-generation token (Eos) or a
+// request cancelled during the step appended nothing.
+void Engine::emit_sampled(const ScheduledBatch& sb,
+                          const std::vector<std::unique_ptr<Sequence>>& finished) {
     for (size_t i = 0; i < sampled_.size(); ++i) {
         if (sampled_[i] < 0) continue;
         const RequestId id = sb.seqs[i].id;
@@ -205,13 +212,23 @@ std::vector<RequestOutput> Engine::step() {
         }
         if (appended) emit_token(id, sampled_[i]);
     }
-    for (auto& seq : scheduler_->take_finished()) finished.push_back(std::move(seq));
+}
+
+std::vector<RequestOutput> Engine::step() {
+    const double t0 = now_ms();
+    const ScheduledBatch sb = scheduler_->schedule(t0);
+    sampled_.assign(sb.seqs.size(), -1);
+    if (!sb.empty()) compute(sb, t0);
+    auto finished = scheduler_->take_finished();
+    emit_sampled(sb, finished);
+    for (auto& seq : scheduler_->take_finished()) finished.push_back(std::move(seq));  // stopped
     std::vector<RequestOutput> outs;
     for (auto& seq : finished) outs.push_back(make_output(*seq));
     peak_rss_ = std::max(peak_rss_, peak_rss_bytes());
-    if (!sb.empty()) {
+    if (!sb.empty()) {  // pacing of the power profile
         const double pause = power_.pause_after_step_ms(now_ms() - t0);
-        if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause));
+        if (pause > 0)
+            std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause));
     }
     return outs;
 }

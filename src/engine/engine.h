@@ -41,12 +41,13 @@ struct EngineConfig {
     int max_num_batched_tokens = 512;   // tokens per forward pass (decodes + prompt chunks)
     bool enable_prefix_caching = true;  // reuse cached KV of equal prompt prefixes
     bool enable_batching = true;        // false: one sequence at a time (baseline)
+    bool shared_prefix_attention = true;  // attend to shared prefix blocks once per batch
     PowerMode power = PowerMode::Performance;
-    bool warmup = true;                 // touch the weights and run one step at start
+    bool warmup = true;  // touch the weights and run one step at start
 };
 
 class Engine final : public InferenceBackend {
-public:
+  public:
     // Allocates the KV cache and the thread pool; warms up when config.warmup. Throws
     // troupe::Error on an invalid configuration (naming the field).
     Engine(const Model& model, const EngineConfig& config);
@@ -68,7 +69,7 @@ public:
     const EngineConfig& config() const { return config_; }
     int n_ctx() const { return n_ctx_; }
 
-private:
+  private:
     // Per-request state the scheduler does not keep: sampling, streaming, stop strings.
     struct Live {
         Sampler sampler;
@@ -81,6 +82,9 @@ private:
 
     void warm_up();
     void build_batch(const ScheduledBatch& sb);
+    void compute(const ScheduledBatch& sb, double t0);
+    void emit_sampled(const ScheduledBatch& sb,
+                      const std::vector<std::unique_ptr<Sequence>>& finished);
     void emit_token(RequestId id, int32_t token);
     RequestOutput make_output(const Sequence& seq);
 
@@ -97,8 +101,8 @@ private:
     // Per-step buffers, reused.
     Batch batch_;
     ForwardWorkspace ws_;
-    std::vector<float> logits_;    // [n_logit_rows, n_vocab]
-    std::vector<int32_t> sampled_; // [n_scheduled]
+    std::vector<float> logits_;     // [n_logit_rows, n_vocab]
+    std::vector<int32_t> sampled_;  // [n_scheduled]
     uint64_t peak_rss_ = 0;
     double decode_step_ms_ = 0, prefill_step_ms_ = 0;
     uint64_t decode_step_tokens_ = 0, prefill_step_tokens_ = 0;

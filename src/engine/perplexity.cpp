@@ -28,8 +28,9 @@ PerplexityResult compute_perplexity(const Model& model, std::span<const int32_t>
     const HParams& hp = model.hparams();
     if (n_ctx < 4) throw Error("perplexity needs a context of at least 4 tokens");
     if (int64_t(tokens.size()) < 2 * int64_t(n_ctx))
-        throw Error("the text has " + std::to_string(tokens.size()) + " tokens; perplexity with a context of " +
-                    std::to_string(n_ctx) + " needs at least " + std::to_string(2 * n_ctx));
+        throw Error("the text has " + std::to_string(tokens.size()) +
+                    " tokens; perplexity with a context of " + std::to_string(n_ctx) +
+                    " needs at least " + std::to_string(2 * n_ctx));
     n_batch = std::max(1, std::min(n_batch, n_ctx));
 
     kv::KvGeometry geo;
@@ -65,7 +66,8 @@ PerplexityResult compute_perplexity(const Model& model, std::span<const int32_t>
             logits.resize(size_t(n_logits) * size_t(hp.n_vocab));
             model.forward(batch, views, ws, pool, logits.data());
             for (int j = lo; j < hi; ++j) {
-                const double v = nll_of(logits.data() + size_t(j - lo) * hp.n_vocab, hp.n_vocab, win[j + 1]);
+                const double v =
+                    nll_of(logits.data() + size_t(j - lo) * hp.n_vocab, hp.n_vocab, win[j + 1]);
                 nll += v;
                 nll2 += v * v;
                 ++r.n_scored;

@@ -18,15 +18,15 @@ struct PerplexityResult {
     double perplexity = 0;  // exp(mean negative log-likelihood)
     double error = 0;       // standard error of the estimate, as llama.cpp prints it (+/-)
     int64_t n_windows = 0;
-    int64_t n_scored = 0;   // tokens scored
-    int64_t n_tokens = 0;   // tokens in the text
+    int64_t n_scored = 0;  // tokens scored
+    int64_t n_tokens = 0;  // tokens in the text
 };
 
 // tokens: the whole tokenized text. n_batch: tokens per forward pass (a window is computed
 // in chunks of n_batch). progress (optional) is called after each window with (done, total).
 // Throws troupe::Error when the text has fewer than 2 * n_ctx tokens (llama.cpp's rule).
-PerplexityResult compute_perplexity(const Model& model, std::span<const int32_t> tokens, int n_ctx,
-                                    int n_batch, ThreadPool* pool,
-                                    const std::function<void(int64_t, int64_t, double)>& progress = {});
+PerplexityResult compute_perplexity(
+    const Model& model, std::span<const int32_t> tokens, int n_ctx, int n_batch, ThreadPool* pool,
+    const std::function<void(int64_t, int64_t, double)>& progress = {});
 
 }  // namespace troupe

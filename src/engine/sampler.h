@@ -16,7 +16,7 @@
 namespace troupe {
 
 class Sampler {
-public:
+  public:
     explicit Sampler(const SamplingParams& params);
 
     // Picks the next token. logits: [n_vocab], modified in place by the penalties.
@@ -25,7 +25,7 @@ public:
 
     const SamplingParams& params() const { return params_; }
 
-private:
+  private:
     struct Candidate {
         float logit;
         int32_t id;

@@ -8,7 +8,7 @@
 namespace troupe {
 
 class StopMatcher {
-public:
+  public:
     explicit StopMatcher(std::vector<std::string> stops);
 
     // Appends new text. Returns the text that is now safe to release; sets stopped() when a
@@ -20,7 +20,7 @@ public:
 
     bool stopped() const { return stopped_; }
 
-private:
+  private:
     std::vector<std::string> stops_;
     std::string pending_;  // text held back: a suffix that may begin a stop string
     bool stopped_ = false;

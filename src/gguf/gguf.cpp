@@ -11,13 +11,13 @@ namespace troupe {
 
 namespace {
 
-constexpr int kMaxArrayDepth = 8;          // nested arrays deeper than this are rejected
+constexpr int kMaxArrayDepth = 8;            // nested arrays deeper than this are rejected
 constexpr uint64_t kMaxKeyLength = 1 << 16;  // llama.cpp keys are short; guards garbage
 
 // Bounds-checked little-endian reader over the mapped bytes. Every read names what it was
 // reading so that a truncated file says where it ended.
 class Cursor {
-public:
+  public:
     Cursor(std::span<const uint8_t> bytes, const std::string& name) : b_(bytes), name_(name) {}
 
     size_t pos() const { return pos_; }
@@ -50,13 +50,15 @@ public:
         return {reinterpret_cast<const char*>(take(len, what)), size_t(len)};
     }
 
-private:
+  private:
     std::span<const uint8_t> b_;
     const std::string& name_;
     size_t pos_ = 0;
 };
 
-bool valid_type(uint32_t t) { return t <= uint32_t(GgufType::FLOAT64); }
+bool valid_type(uint32_t t) {
+    return t <= uint32_t(GgufType::FLOAT64);
+}
 
 void read_value(Cursor& c, GgufType type, GgufValue& v, int depth, std::string_view key);
 
@@ -98,24 +100,49 @@ void read_array(Cursor& c, GgufValue& v, int depth, std::string_view key) {
 void read_value(Cursor& c, GgufType type, GgufValue& v, int depth, std::string_view key) {
     v.type = type;
     switch (type) {
-        case GgufType::UINT8: v.u = c.read<uint8_t>("u8 value"); break;
-        case GgufType::INT8: v.i = c.read<int8_t>("i8 value"); break;
-        case GgufType::UINT16: v.u = c.read<uint16_t>("u16 value"); break;
-        case GgufType::INT16: v.i = c.read<int16_t>("i16 value"); break;
-        case GgufType::UINT32: v.u = c.read<uint32_t>("u32 value"); break;
-        case GgufType::INT32: v.i = c.read<int32_t>("i32 value"); break;
-        case GgufType::UINT64: v.u = c.read<uint64_t>("u64 value"); break;
-        case GgufType::INT64: v.i = c.read<int64_t>("i64 value"); break;
-        case GgufType::FLOAT32: v.f = c.read<float>("f32 value"); break;
-        case GgufType::FLOAT64: v.f = c.read<double>("f64 value"); break;
+        case GgufType::UINT8:
+            v.u = c.read<uint8_t>("u8 value");
+            break;
+        case GgufType::INT8:
+            v.i = c.read<int8_t>("i8 value");
+            break;
+        case GgufType::UINT16:
+            v.u = c.read<uint16_t>("u16 value");
+            break;
+        case GgufType::INT16:
+            v.i = c.read<int16_t>("i16 value");
+            break;
+        case GgufType::UINT32:
+            v.u = c.read<uint32_t>("u32 value");
+            break;
+        case GgufType::INT32:
+            v.i = c.read<int32_t>("i32 value");
+            break;
+        case GgufType::UINT64:
+            v.u = c.read<uint64_t>("u64 value");
+            break;
+        case GgufType::INT64:
+            v.i = c.read<int64_t>("i64 value");
+            break;
+        case GgufType::FLOAT32:
+            v.f = c.read<float>("f32 value");
+            break;
+        case GgufType::FLOAT64:
+            v.f = c.read<double>("f64 value");
+            break;
         case GgufType::BOOL: {
             const uint8_t b = c.read<uint8_t>("bool value");
-            if (b > 1) c.fail("metadata '" + std::string(key) + "': bool value " + std::to_string(b));
+            if (b > 1)
+                c.fail("metadata '" + std::string(key) + "': bool value " + std::to_string(b));
             v.u = b;
             break;
         }
-        case GgufType::STRING: v.str = c.read_string("string value"); break;
-        case GgufType::ARRAY: read_array(c, v, depth, key); break;
+        case GgufType::STRING:
+            v.str = c.read_string("string value");
+            break;
+        case GgufType::ARRAY:
+            read_array(c, v, depth, key);
+            break;
     }
 }
 
@@ -126,25 +153,40 @@ T load(const uint8_t* p) {
     return v;
 }
 
-bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
+bool mul_overflows(int64_t a, int64_t b, int64_t* out) {
+    return __builtin_mul_overflow(a, b, out);
+}
 
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
     switch (t) {
-        case GgufType::UINT8: return "u8";
-        case GgufType::INT8: return "i8";
-        case GgufType::UINT16: return "u16";
-        case GgufType::INT16: return "i16";
-        case GgufType::UINT32: return "u32";
-        case GgufType::INT32: return "i32";
-        case GgufType::FLOAT32: return "f32";
-        case GgufType::BOOL: return "bool";
-        case GgufType::STRING: return "string";
-        case GgufType::ARRAY: return "array";
-        case GgufType::UINT64: return "u64";
-        case GgufType::INT64: return "i64";
-        case GgufType::FLOAT64: return "f64";
+        case GgufType::UINT8:
+            return "u8";
+        case GgufType::INT8:
+            return "i8";
+        case GgufType::UINT16:
+            return "u16";
+        case GgufType::INT16:
+            return "i16";
+        case GgufType::UINT32:
+            return "u32";
+        case GgufType::INT32:
+            return "i32";
+        case GgufType::FLOAT32:
+            return "f32";
+        case GgufType::BOOL:
+            return "bool";
+        case GgufType::STRING:
+            return "string";
+        case GgufType::ARRAY:
+            return "array";
+        case GgufType::UINT64:
+            return "u64";
+        case GgufType::INT64:
+            return "i64";
+        case GgufType::FLOAT64:
+            return "f64";
     }
     return "?";
 }
@@ -153,17 +195,22 @@ size_t gguf_scalar_size(GgufType t) {
     switch (t) {
         case GgufType::UINT8:
         case GgufType::INT8:
-        case GgufType::BOOL: return 1;
+        case GgufType::BOOL:
+            return 1;
         case GgufType::UINT16:
-        case GgufType::INT16: return 2;
+        case GgufType::INT16:
+            return 2;
         case GgufType::UINT32:
         case GgufType::INT32:
-        case GgufType::FLOAT32: return 4;
+        case GgufType::FLOAT32:
+            return 4;
         case GgufType::UINT64:
         case GgufType::INT64:
-        case GgufType::FLOAT64: return 8;
+        case GgufType::FLOAT64:
+            return 8;
         case GgufType::STRING:
-        case GgufType::ARRAY: return 0;
+        case GgufType::ARRAY:
+            return 0;
     }
     return 0;
 }
@@ -177,8 +224,10 @@ bool GgufValue::is_integer() const {
         case GgufType::UINT32:
         case GgufType::INT32:
         case GgufType::UINT64:
-        case GgufType::INT64: return true;
-        default: return false;
+        case GgufType::INT64:
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -187,9 +236,11 @@ int64_t GgufValue::as_int() const {
         case GgufType::INT8:
         case GgufType::INT16:
         case GgufType::INT32:
-        case GgufType::INT64: return i;
+        case GgufType::INT64:
+            return i;
         case GgufType::FLOAT32:
-        case GgufType::FLOAT64: return int64_t(f);
+        case GgufType::FLOAT64:
+            return int64_t(f);
         default:
             return u > uint64_t(std::numeric_limits<int64_t>::max())
                        ? std::numeric_limits<int64_t>::max()
@@ -208,17 +259,28 @@ int64_t GgufValue::int_at(uint64_t idx) const {
     const uint8_t* p = raw + idx * es;
     switch (elem_type) {
         case GgufType::UINT8:
-        case GgufType::BOOL: return load<uint8_t>(p);
-        case GgufType::INT8: return load<int8_t>(p);
-        case GgufType::UINT16: return load<uint16_t>(p);
-        case GgufType::INT16: return load<int16_t>(p);
-        case GgufType::UINT32: return load<uint32_t>(p);
-        case GgufType::INT32: return load<int32_t>(p);
-        case GgufType::UINT64: return int64_t(load<uint64_t>(p));
-        case GgufType::INT64: return load<int64_t>(p);
-        case GgufType::FLOAT32: return int64_t(load<float>(p));
-        case GgufType::FLOAT64: return int64_t(load<double>(p));
-        default: break;
+        case GgufType::BOOL:
+            return load<uint8_t>(p);
+        case GgufType::INT8:
+            return load<int8_t>(p);
+        case GgufType::UINT16:
+            return load<uint16_t>(p);
+        case GgufType::INT16:
+            return load<int16_t>(p);
+        case GgufType::UINT32:
+            return load<uint32_t>(p);
+        case GgufType::INT32:
+            return load<int32_t>(p);
+        case GgufType::UINT64:
+            return int64_t(load<uint64_t>(p));
+        case GgufType::INT64:
+            return load<int64_t>(p);
+        case GgufType::FLOAT32:
+            return int64_t(load<float>(p));
+        case GgufType::FLOAT64:
+            return int64_t(load<double>(p));
+        default:
+            break;
     }
     check_failed("numeric array", __FILE__, __LINE__);
 }
@@ -240,9 +302,13 @@ std::string GgufValue::to_string(size_t max_items) const {
             os << '"' << s << (str.size() > 120 ? "...\"" : "\"");
             break;
         }
-        case GgufType::BOOL: os << (u ? "true" : "false"); break;
+        case GgufType::BOOL:
+            os << (u ? "true" : "false");
+            break;
         case GgufType::FLOAT32:
-        case GgufType::FLOAT64: os << f; break;
+        case GgufType::FLOAT64:
+            os << f;
+            break;
         case GgufType::ARRAY: {
             os << gguf_type_name(elem_type) << "[" << count << "] [";
             const uint64_t n = std::min<uint64_t>(count, max_items);
@@ -261,7 +327,9 @@ std::string GgufValue::to_string(size_t max_items) const {
             os << "]";
             break;
         }
-        default: os << as_int(); break;
+        default:
+            os << as_int();
+            break;
     }
     return os.str();
 }
@@ -304,7 +372,8 @@ void GgufFile::parse_all() {
     if (version_ == 1) c.fail("GGUF version 1 is not supported (use a file of version 2 or 3)");
     if (version_ != 2 && version_ != 3) {
         if ((version_ & 0xffff) == 0 && version_ != 0)
-            c.fail("GGUF version looks byte-swapped (big-endian file?): " + std::to_string(version_));
+            c.fail("GGUF version looks byte-swapped (big-endian file?): " +
+                   std::to_string(version_));
         c.fail("unsupported GGUF version " + std::to_string(version_));
     }
     const uint64_t n_tensors = c.read<uint64_t>("tensor count");
@@ -328,7 +397,8 @@ void GgufFile::parse_all() {
             c.fail("duplicate metadata key '" + std::string(kv.key) + "'");
         const uint32_t t = c.read<uint32_t>("metadata value type");
         if (!valid_type(t))
-            c.fail("metadata '" + std::string(kv.key) + "' has unknown value type " + std::to_string(t));
+            c.fail("metadata '" + std::string(kv.key) + "' has unknown value type " +
+                   std::to_string(t));
         read_value(c, GgufType(t), kv.value, 0, kv.key);
         kvs_.push_back(std::move(kv));
     }
@@ -354,7 +424,8 @@ void GgufFile::parse_all() {
         if (!seen_tensors.insert(t.name).second) c.fail("duplicate tensor '" + tname + "'");
         const uint32_t nd = c.read<uint32_t>("tensor dimension count");
         if (nd == 0 || nd > uint32_t(kGgufMaxDims))
-            c.fail("tensor '" + tname + "' has " + std::to_string(nd) + " dimensions (1 to 4 allowed)");
+            c.fail("tensor '" + tname + "' has " + std::to_string(nd) +
+                   " dimensions (1 to 4 allowed)");
         t.n_dims = int(nd);
         for (uint32_t d = 0; d < nd; ++d) {
             const int64_t ne = c.read<int64_t>("tensor dimension");
@@ -390,10 +461,10 @@ void GgufFile::parse_all() {
     const size_t data_size = bytes_.size() - std::min(data_offset_, bytes_.size());
     for (GgufTensor& t : tensors_) {
         if (t.offset > data_size || t.n_bytes > data_size - t.offset)
-            throw Error(name_ + ": tensor '" + std::string(t.name) + "' (" + std::to_string(t.n_bytes) +
-                        " bytes at data offset " + std::to_string(t.offset) +
-                        ") extends past the end of the file (" + std::to_string(data_size) +
-                        " data bytes)");
+            throw Error(name_ + ": tensor '" + std::string(t.name) + "' (" +
+                        std::to_string(t.n_bytes) + " bytes at data offset " +
+                        std::to_string(t.offset) + ") extends past the end of the file (" +
+                        std::to_string(data_size) + " data bytes)");
         t.data = bytes_.data() + data_offset_ + t.offset;
     }
 }
@@ -407,9 +478,10 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 namespace {
 [[noreturn]] void wrong_type(const std::string& file, std::string_view key, const GgufValue& v,
                              const char* expected) {
-    throw Error(file + ": metadata '" + std::string(key) + "' has type " +
-                gguf_type_name(v.type) + (v.type == GgufType::ARRAY ? std::string("<") +
-                gguf_type_name(v.elem_type) + ">" : std::string()) + ", expected " + expected);
+    throw Error(file + ": metadata '" + std::string(key) + "' has type " + gguf_type_name(v.type) +
+                (v.type == GgufType::ARRAY ? std::string("<") + gguf_type_name(v.elem_type) + ">"
+                                           : std::string()) +
+                ", expected " + expected);
 }
 }  // namespace
 
@@ -441,7 +513,8 @@ std::optional<bool> GgufFile::get_bool(std::string_view key) const {
     return v->u != 0;
 }
 
-std::optional<std::vector<std::string_view>> GgufFile::get_string_array(std::string_view key) const {
+std::optional<std::vector<std::string_view>> GgufFile::get_string_array(
+    std::string_view key) const {
     const GgufValue* v = find(key);
     if (!v) return std::nullopt;
     if (v->type != GgufType::ARRAY || v->elem_type != GgufType::STRING)

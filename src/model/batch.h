@@ -23,6 +23,11 @@ struct BatchSeq {
 struct Batch {
     std::vector<int32_t> tokens;  // [n_tokens]
     std::vector<BatchSeq> seqs;
+    // Sequences whose block tables begin with the same physical blocks (a prefix shared
+    // through the prefix cache) attend to those blocks together, reading each shared K/V block
+    // once for all of them (ops::attention); false: each sequence reads all its blocks itself.
+    // Both give bit-identical results (ops::AttentionPlan).
+    bool shared_prefix_attention = true;
 
     int n_tokens() const { return int(tokens.size()); }
     int n_logit_rows() const {

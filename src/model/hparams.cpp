@@ -6,8 +6,10 @@ namespace troupe {
 
 const char* arch_name(Arch a) {
     switch (a) {
-        case Arch::Llama: return "llama";
-        case Arch::Qwen2: return "qwen2";
+        case Arch::Llama:
+            return "llama";
+        case Arch::Qwen2:
+            return "qwen2";
     }
     return "?";
 }
@@ -30,7 +32,8 @@ void read_rope(const GgufFile& f, const std::string& a, HParams& hp) {
     r.mode = hp.arch == Arch::Qwen2 ? ops::RopeMode::Neox : ops::RopeMode::Norm;
     r.n_rot = int(f.get_int(a + ".rope.dimension_count").value_or(hp.head_dim));
     if (r.n_rot <= 0 || r.n_rot > hp.head_dim || r.n_rot % 2 != 0)
-        throw Error(f.path() + ": invalid " + a + ".rope.dimension_count " + std::to_string(r.n_rot));
+        throw Error(f.path() + ": invalid " + a + ".rope.dimension_count " +
+                    std::to_string(r.n_rot));
     r.freq_base = float(f.get_float(a + ".rope.freq_base").value_or(10000.0));
     if (!(r.freq_base > 0.0f)) throw Error(f.path() + ": invalid rope.freq_base");
 
@@ -46,14 +49,16 @@ void read_rope(const GgufFile& f, const std::string& a, HParams& hp) {
     r.freq_scale = float(1.0 / factor);
     if (scaling == "linear") return;
     if (scaling == "yarn") {
-        r.n_ctx_orig = int(f.get_int(a + ".rope.scaling.original_context_length").value_or(hp.n_ctx_train));
+        r.n_ctx_orig =
+            int(f.get_int(a + ".rope.scaling.original_context_length").value_or(hp.n_ctx_train));
         r.ext_factor = float(f.get_float(a + ".rope.scaling.yarn_ext_factor").value_or(1.0));
         r.attn_factor = float(f.get_float(a + ".rope.scaling.yarn_attn_factor").value_or(1.0));
         r.beta_fast = float(f.get_float(a + ".rope.scaling.yarn_beta_fast").value_or(32.0));
         r.beta_slow = float(f.get_float(a + ".rope.scaling.yarn_beta_slow").value_or(1.0));
         return;
     }
-    throw Error(f.path() + ": unsupported rope scaling type '" + scaling + "' (supported: linear, yarn)");
+    throw Error(f.path() + ": unsupported rope scaling type '" + scaling +
+                "' (supported: linear, yarn)");
 }
 
 }  // namespace
@@ -67,7 +72,8 @@ HParams read_hparams(const GgufFile& f) {
     else if (*arch == "qwen2")
         hp.arch = Arch::Qwen2;
     else
-        throw Error(f.path() + ": unsupported architecture '" + *arch + "' (supported: llama, qwen2)");
+        throw Error(f.path() + ": unsupported architecture '" + *arch +
+                    "' (supported: llama, qwen2)");
     const std::string& a = *arch;
     hp.name = f.get_string("general.name").value_or("");
     hp.has_qkv_bias = hp.arch == Arch::Qwen2;

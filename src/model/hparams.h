@@ -17,17 +17,17 @@ const char* arch_name(Arch a);
 
 struct HParams {
     Arch arch = Arch::Llama;
-    std::string name;          // general.name
+    std::string name;  // general.name
     int n_vocab = 0;
-    int n_ctx_train = 0;       // {arch}.context_length
+    int n_ctx_train = 0;  // {arch}.context_length
     int n_embd = 0;
     int n_layer = 0;
     int n_head = 0;
-    int n_head_kv = 0;         // < n_head: grouped-query attention
-    int head_dim = 0;          // {arch}.attention.key_length, default n_embd / n_head
+    int n_head_kv = 0;  // < n_head: grouped-query attention
+    int head_dim = 0;   // {arch}.attention.key_length, default n_embd / n_head
     int n_ff = 0;
     float rms_eps = 1e-5f;
-    ops::RopeParams rope;      // n_rot, base, scaling (linear / yarn), mode by architecture
+    ops::RopeParams rope;  // n_rot, base, scaling (linear / yarn), mode by architecture
     bool has_qkv_bias = false;
 
     int n_embd_q() const { return n_head * head_dim; }

@@ -48,8 +48,8 @@ void prepare(const HParams& hp, const Batch& batch, const std::vector<float>& ro
     if (!rope_freqs.empty()) rope.freq_factors = rope_freqs.data();
     grow(ws.rope, n * size_t(rope.n_rot));
     ops::rope_angles(ws.pos.data(), int64_t(n), rope, ws.rope.data());
-    ops::plan_attention(kv[0], ws.attn_seqs.data(), int(ws.attn_seqs.size()), hp.n_head, true,
-                        ws.attn_plan);
+    ops::plan_attention(kv[0], ws.attn_seqs.data(), int(ws.attn_seqs.size()), hp.n_head,
+                        batch.shared_prefix_attention, ws.attn_plan);
 }
 
 // y[r, :] += b for every row (qwen2's q/k/v biases); nothing without a bias.

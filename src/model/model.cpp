@@ -28,8 +28,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
             m->chat_template_error_ = e.what();
         }
     } else {
-        m->chat_template_error_ = path + " has no chat template (tokenizer.chat_template); "
-                                  "use --chat-template NAME (" + builtin_list() + ")";
+        m->chat_template_error_ = path +
+                                  " has no chat template (tokenizer.chat_template); "
+                                  "use --chat-template NAME (" +
+                                  builtin_list() + ")";
     }
     return m;
 }

@@ -24,24 +24,24 @@ namespace troupe {
 
 // Scratch buffers of one forward pass, grown on demand and reused across steps.
 struct ForwardWorkspace {
-    std::vector<float> x;       // [n_tokens, n_embd] residual stream
-    std::vector<float> xb;      // [n_tokens, n_embd] normed input of a sub-layer
-    std::vector<float> q;       // [n_tokens, n_embd_q]
-    std::vector<float> k;       // [n_tokens, n_embd_kv]
-    std::vector<float> v;       // [n_tokens, n_embd_kv]
-    std::vector<float> attn;    // [n_tokens, n_embd_q]
-    std::vector<float> proj;    // [n_tokens, n_embd] output of wo / w_down
-    std::vector<float> gate;    // [n_tokens, n_ff]
-    std::vector<float> up;      // [n_tokens, n_ff]
-    std::vector<float> out;     // [n_logit_rows, n_embd] final normed rows
-    std::vector<int32_t> pos;   // [n_tokens]
-    std::vector<float> rope;    // [n_tokens, n_rot] rotation angles (ops::rope_angles)
+    std::vector<float> x;      // [n_tokens, n_embd] residual stream
+    std::vector<float> xb;     // [n_tokens, n_embd] normed input of a sub-layer
+    std::vector<float> q;      // [n_tokens, n_embd_q]
+    std::vector<float> k;      // [n_tokens, n_embd_kv]
+    std::vector<float> v;      // [n_tokens, n_embd_kv]
+    std::vector<float> attn;   // [n_tokens, n_embd_q]
+    std::vector<float> proj;   // [n_tokens, n_embd] output of wo / w_down
+    std::vector<float> gate;   // [n_tokens, n_ff]
+    std::vector<float> up;     // [n_tokens, n_ff]
+    std::vector<float> out;    // [n_logit_rows, n_embd] final normed rows
+    std::vector<float> rope;   // [n_tokens, n_rot] cos | sin of each token's rotary angles
+    std::vector<int32_t> pos;  // [n_tokens]
     std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
     ops::AttentionPlan attn_plan;              // the same for every layer of a pass
 };
 
 class Model {
-public:
+  public:
     // Maps the file and binds the weights. Throws troupe::Error naming the problem.
     static std::unique_ptr<Model> load(const std::string& path);
 
@@ -68,7 +68,7 @@ public:
     // Reads every weight page once so the first request does not pay for page faults.
     void touch_weights() const;
 
-private:
+  private:
     std::unique_ptr<GgufFile> file_;
     std::unique_ptr<Tokenizer> tokenizer_;
     std::optional<ChatTemplate> chat_template_;  // the model's, when it has a usable one

@@ -8,7 +8,7 @@ namespace troupe {
 namespace {
 
 class Binder {
-public:
+  public:
     Binder(const GgufFile& f) : f_(f) {}
 
     const GgufTensor* find(const std::string& name) const { return f_.find_tensor(name); }
@@ -44,7 +44,8 @@ public:
             throw Error(f_.path() + ": tensor '" + name + "' has shape " + t.shape_string() +
                         ", expected [" + std::to_string(n) + "]");
         if (!traits(t.type).has_compute)
-            throw Error(f_.path() + ": tensor '" + name + "' has unsupported type " + type_name(t.type));
+            throw Error(f_.path() + ": tensor '" + name + "' has unsupported type " +
+                        type_name(t.type));
         std::vector<float> out(static_cast<size_t>(n));
         dequantize_row(t.type, t.data, out.data(), n);
         return out;
@@ -56,7 +57,7 @@ public:
 
     size_t bytes() const { return bytes_; }
 
-private:
+  private:
     const GgufFile& f_;
     size_t bytes_ = 0;
 };
@@ -79,7 +80,8 @@ ModelWeights load_weights(const GgufFile& f, HParams& hp) {
         w.output = w.tok_embd;  // tied embeddings: the output projection reuses token_embd
         w.tied_output = true;
     }
-    if (b.find("rope_freqs.weight")) w.rope_freqs = b.vector("rope_freqs.weight", hp.rope.n_rot / 2);
+    if (b.find("rope_freqs.weight"))
+        w.rope_freqs = b.vector("rope_freqs.weight", hp.rope.n_rot / 2);
 
     const int64_t d = hp.n_embd, dq = hp.n_embd_q(), dkv = hp.n_embd_kv(), ff = hp.n_ff;
     w.layers.resize(size_t(hp.n_layer));

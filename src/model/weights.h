@@ -12,22 +12,22 @@
 namespace troupe {
 
 struct LayerWeights {
-    std::vector<float> attn_norm;      // [n_embd]
-    ops::Weight wq;                    // [n_embd_q rows, n_embd]
-    ops::Weight wk;                    // [n_embd_kv rows, n_embd]
-    ops::Weight wv;                    // [n_embd_kv rows, n_embd]
-    ops::Weight wo;                    // [n_embd rows, n_embd_q]
-    std::vector<float> bq, bk, bv;     // [n_embd_q], [n_embd_kv], [n_embd_kv] (qwen2), else empty
-    std::vector<float> ffn_norm;       // [n_embd]
-    ops::Weight w_gate;                // [n_ff rows, n_embd]
-    ops::Weight w_up;                  // [n_ff rows, n_embd]
-    ops::Weight w_down;                // [n_embd rows, n_ff]
+    std::vector<float> attn_norm;   // [n_embd]
+    ops::Weight wq;                 // [n_embd_q rows, n_embd]
+    ops::Weight wk;                 // [n_embd_kv rows, n_embd]
+    ops::Weight wv;                 // [n_embd_kv rows, n_embd]
+    ops::Weight wo;                 // [n_embd rows, n_embd_q]
+    std::vector<float> bq, bk, bv;  // [n_embd_q], [n_embd_kv], [n_embd_kv] (qwen2), else empty
+    std::vector<float> ffn_norm;    // [n_embd]
+    ops::Weight w_gate;             // [n_ff rows, n_embd]
+    ops::Weight w_up;               // [n_ff rows, n_embd]
+    ops::Weight w_down;             // [n_embd rows, n_ff]
 };
 
 struct ModelWeights {
-    ops::Weight tok_embd;              // [n_vocab rows, n_embd]
-    std::vector<float> output_norm;    // [n_embd]
-    ops::Weight output;                // [n_vocab rows, n_embd]; tok_embd when tied
+    ops::Weight tok_embd;            // [n_vocab rows, n_embd]
+    std::vector<float> output_norm;  // [n_embd]
+    ops::Weight output;              // [n_vocab rows, n_embd]; tok_embd when tied
     bool tied_output = false;
     std::vector<float> rope_freqs;     // [n_rot / 2] (Llama 3.1) or empty
     std::vector<LayerWeights> layers;  // [n_layer]

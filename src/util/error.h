@@ -15,7 +15,7 @@
 namespace troupe {
 
 class Error : public std::runtime_error {
-public:
+  public:
     using std::runtime_error::runtime_error;
 };
 
@@ -26,5 +26,4 @@ public:
 
 }  // namespace troupe
 
-#define TROUPE_CHECK(cond) \
-    ((cond) ? (void)0 : ::troupe::check_failed(#cond, __FILE__, __LINE__))
+#define TROUPE_CHECK(cond) ((cond) ? (void)0 : ::troupe::check_failed(#cond, __FILE__, __LINE__))

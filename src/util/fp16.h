@@ -41,7 +41,7 @@ inline uint16_t fp32_to_fp16(float f) {
     const uint32_t abs = x & 0x7fffffffu;
     if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));  // nan
     if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow to inf
-    if (abs < 0x38800000u) {  // subnormal or zero in half
+    if (abs < 0x38800000u) {                                  // subnormal or zero in half
         // Add 0.5 (in float) so the hardware rounds the mantissa for us.
         const float v = bits_to_float(abs) + 0.5f;
         return uint16_t(sign | (float_to_bits(v) - 0x3f000000u));
@@ -51,7 +51,9 @@ inline uint16_t fp32_to_fp16(float f) {
     return uint16_t(sign | (rounded >> 13));
 }
 
-inline float bf16_to_fp32(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
+inline float bf16_to_fp32(uint16_t h) {
+    return bits_to_float(uint32_t(h) << 16);
+}
 
 // Round to nearest even; NaN stays NaN (quiet).
 inline uint16_t fp32_to_bf16(float f) {

@@ -9,7 +9,7 @@
 namespace troupe {
 
 class MappedFile {
-public:
+  public:
     // Throws troupe::Error naming the path and the OS reason when the file cannot be mapped.
     explicit MappedFile(const std::string& path);
     ~MappedFile();
@@ -24,7 +24,7 @@ public:
     // Returns a checksum-like value so the compiler cannot drop the reads.
     uint64_t touch_all() const;
 
-private:
+  private:
     std::string path_;
     const uint8_t* data_ = nullptr;
     size_t size_ = 0;

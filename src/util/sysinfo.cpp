@@ -30,8 +30,12 @@ uint64_t status_kb(const char* key) {
 }
 }  // namespace
 
-uint64_t peak_rss_bytes() { return status_kb("VmHWM") * 1024; }
-uint64_t current_rss_bytes() { return status_kb("VmRSS") * 1024; }
+uint64_t peak_rss_bytes() {
+    return status_kb("VmHWM") * 1024;
+}
+uint64_t current_rss_bytes() {
+    return status_kb("VmRSS") * 1024;
+}
 
 uint64_t total_memory_bytes() {
     const long pages = ::sysconf(_SC_PHYS_PAGES);

@@ -12,6 +12,8 @@ inline int64_t now_us() {
         .count();
 }
 
-inline double now_ms() { return double(now_us()) / 1000.0; }
+inline double now_ms() {
+    return double(now_us()) / 1000.0;
+}
 
 }  // namespace troupe

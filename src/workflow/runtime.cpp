@@ -341,7 +341,7 @@ void DagRun::on_output(const RequestOutput& out) {
     const int task = it->second;
     const Attempt& a = *tasks_[size_t(task)].attempt;
     TraceRecord rec = record(task, a, &out.stats);
-    rec.finish = finish_name(out.finish);
+    rec.finish = finish_reason_name(out.finish);
     const bool complete = out.finish == FinishReason::Eos || out.finish == FinishReason::Stop ||
                           out.finish == FinishReason::Length;
     if (complete) {  // even if a cancel crossed it: a complete answer is kept
@@ -353,7 +353,7 @@ void DagRun::on_output(const RequestOutput& out) {
         rec.status = "error";
         rec.error = out.finish == FinishReason::Error
                         ? out.error
-                        : std::string("the engine ended it: ") + finish_name(out.finish);
+                        : std::string("the engine ended it: ") + finish_reason_name(out.finish);
     }
     end_attempt(task, std::move(rec), out.text);
 }

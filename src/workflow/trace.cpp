@@ -11,24 +11,6 @@ double ms(double v) {
 }
 }  // namespace
 
-const char* finish_name(FinishReason r) {
-    switch (r) {
-        case FinishReason::None:
-            return "none";
-        case FinishReason::Eos:
-            return "eos";
-        case FinishReason::Stop:
-            return "stop";
-        case FinishReason::Length:
-            return "length";
-        case FinishReason::Cancelled:
-            return "cancelled";
-        case FinishReason::Error:
-            return "error";
-    }
-    return "none";
-}
-
 nlohmann::ordered_json to_json(const TraceRecord& r) {
     nlohmann::ordered_json j;
     j["requestId"] = r.request_id;

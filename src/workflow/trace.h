@@ -44,7 +44,5 @@ struct TraceRecord {
 nlohmann::ordered_json to_json(const TraceRecord& r);
 std::string to_json_line(const TraceRecord& r);  // compact, no trailing newline
 
-// "eos", "stop", "length", "cancelled", "error" or "none".
-const char* finish_name(FinishReason r);
 
 }  // namespace troupe::workflow

@@ -1,14 +1,14 @@
 // Runs the troupe binary as a user would and captures its exit code, stdout and stderr.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 namespace troupe::test {
@@ -48,6 +48,8 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
     return r;
 }
 
-inline std::string bundled_model() { return std::string(TROUPE_SOURCE_DIR) + "/models/troupe-tiny-q8_0.gguf"; }
+inline std::string bundled_model() {
+    return std::string(TROUPE_SOURCE_DIR) + "/models/troupe-tiny-q8_0.gguf";
+}
 
 }  // namespace troupe::test

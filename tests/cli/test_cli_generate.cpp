@@ -22,9 +22,11 @@ TEST(CliGenerate, ReproducesLlamaCppGreedyOutputsOnTheBundledModel) {
     int n_cases = 0;
     for (const json& c : ref.at("cases")) {
         if (c.at("model") != "troupe-tiny-q8_0.gguf") continue;
-        std::vector<std::string> args = {"generate", "-m", test::bundled_model(), "-p",
-                                         c.at("prompt"), "--temp", "0", "-n",
-                                         std::to_string(c.at("n").get<int>()), "--json"};
+        std::vector<std::string> args = {
+            "generate", "-m",           test::bundled_model(),
+            "-p",       c.at("prompt"), "--temp",
+            "0",        "-n",           std::to_string(c.at("n").get<int>()),
+            "--json"};
         if (c.at("chat").get<bool>()) args.push_back("--chat");
         const auto r = run_cli(args);
         ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -40,8 +42,10 @@ TEST(CliGenerate, ReproducesLlamaCppGreedyOutputsOnTheBundledModel) {
 
 TEST(CliGenerate, StreamsTheSameTextAndHonoursIgnoreEosAndSeed) {
     const std::string m = test::bundled_model();
-    const auto streamed = run_cli({"generate", "-m", m, "-p", "In the beginning", "--temp", "0", "-n", "20"});
-    const auto js = run_cli({"generate", "-m", m, "-p", "In the beginning", "--temp", "0", "-n", "20", "--json"});
+    const auto streamed =
+        run_cli({"generate", "-m", m, "-p", "In the beginning", "--temp", "0", "-n", "20"});
+    const auto js = run_cli(
+        {"generate", "-m", m, "-p", "In the beginning", "--temp", "0", "-n", "20", "--json"});
     ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
     EXPECT_EQ(streamed.out, json::parse(js.out).at("text").get<std::string>() + "\n");
     EXPECT_NE(streamed.err.find("tokens/s"), std::string::npos);
@@ -96,9 +100,10 @@ TEST(CliErrors, BadInputGivesOneClearLine) {
 }
 
 TEST(CliPerplexity, SmallWindowsOnABundledText) {
-    const auto r = run_cli({"perplexity", "-m", test::bundled_model(), "-f",
-                            std::string(TROUPE_SOURCE_DIR) + "/tests/data/pride-and-prejudice-ch1.txt",
-                            "--ctx", "64", "--json"});
+    const auto r =
+        run_cli({"perplexity", "-m", test::bundled_model(), "-f",
+                 std::string(TROUPE_SOURCE_DIR) + "/tests/data/pride-and-prejudice-ch1.txt",
+                 "--ctx", "64", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json j = json::parse(r.out);
     const double ppl = j.at("perplexity");
@@ -106,9 +111,10 @@ TEST(CliPerplexity, SmallWindowsOnABundledText) {
     EXPECT_GT(ppl, 1.0);
     EXPECT_LT(ppl, 200.0) << "a trained model predicts Austen much better than chance";
     EXPECT_GT(j.at("tokens").get<int>(), 128);
-    const auto too_short = run_cli({"perplexity", "-m", test::bundled_model(), "-f",
-                                    std::string(TROUPE_SOURCE_DIR) + "/tests/data/pride-and-prejudice-ch1.txt",
-                                    "--ctx", "4096"});
+    const auto too_short =
+        run_cli({"perplexity", "-m", test::bundled_model(), "-f",
+                 std::string(TROUPE_SOURCE_DIR) + "/tests/data/pride-and-prejudice-ch1.txt",
+                 "--ctx", "4096"});
     EXPECT_EQ(too_short.exit_code, 1);
     EXPECT_NE(too_short.err.find("needs at least"), std::string::npos);
 }

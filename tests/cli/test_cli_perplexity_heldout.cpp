@@ -13,7 +13,8 @@ namespace {
 TEST(CliPerplexity, MatchesLlamaCppOnTheHeldOutText) {
     const std::string text = std::string(TROUPE_SHARED_MODELS_DIR) + "/heldout.txt";
     if (!std::filesystem::exists(text)) GTEST_SKIP() << text << " not found";
-    const auto r = test::run_cli({"perplexity", "-m", test::bundled_model(), "-f", text, "--ctx", "512", "--json"});
+    const auto r = test::run_cli(
+        {"perplexity", "-m", test::bundled_model(), "-f", text, "--ctx", "512", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j.at("tokens").get<int>(), 48995);

@@ -37,14 +37,10 @@ std::vector<std::string> agent_prompts() {
         "of the story, never repeat a sentence, and answer in at most three sentences. The "
         "story so far: Elizabeth walked to the window and looked at the garden, where the rain "
         "had fallen all night and the roads were deep in mud. Her sister sat by the fire. ";
-    return {shared + "Task: describe the garden.",
-            shared + "Task: describe the sister.",
-            shared + "Task: what happens next?",
-            shared + "Task: summarise the story so far.",
-            "It is a truth universally acknowledged",
-            "In the beginning",
-            shared + "Task: describe the weather.",
-            shared + "Task: write a title."};
+    return {shared + "Task: describe the garden.",    shared + "Task: describe the sister.",
+            shared + "Task: what happens next?",      shared + "Task: summarise the story so far.",
+            "It is a truth universally acknowledged", "In the beginning",
+            shared + "Task: describe the weather.",   shared + "Task: write a title."};
 }
 
 Request greedy(const std::string& prompt, int max_tokens, const std::string& ns = "") {
@@ -186,8 +182,9 @@ TEST(Engine, PreemptionAndCancellationKeepOutputsExactAndAccountingClean) {
             EXPECT_EQ(o.finish, FinishReason::Cancelled);
             continue;
         }
-        n_near_ties += compare_greedy(ref[i], o, "prompt " + std::to_string(i) + " (pre-empted " +
-                                                     std::to_string(o.stats.preemptions) + " times)");
+        n_near_ties += compare_greedy(ref[i], o,
+                                      "prompt " + std::to_string(i) + " (pre-empted " +
+                                          std::to_string(o.stats.preemptions) + " times)");
     }
     std::printf("[ summary  ] %llu pre-emptions, %d near-tie differences\n",
                 (unsigned long long)st.preemptions, n_near_ties);

@@ -9,8 +9,7 @@ namespace troupe::test {
 
 namespace {
 
-void load_file(const std::string& path, std::vector<GoldenCase>& out,
-               std::set<std::string>& seen) {
+void load_file(const std::string& path, std::vector<GoldenCase>& out, std::set<std::string>& seen) {
     std::ifstream in(path);
     if (!in) return;
     const nlohmann::json j = nlohmann::json::parse(in);
@@ -40,14 +39,15 @@ void load_file(const std::string& path, std::vector<GoldenCase>& out,
 std::vector<GoldenCase> load_golden_cases() {
     std::vector<GoldenCase> cases;
     std::set<std::string> seen;
-    load_file(std::string(TROUPE_SOURCE_DIR) + "/tests/data/golden/reference-tiny.json", cases, seen);
+    load_file(std::string(TROUPE_SOURCE_DIR) + "/tests/data/golden/reference-tiny.json", cases,
+              seen);
     load_file(std::string(TROUPE_SHARED_MODELS_DIR) + "/golden/reference.json", cases, seen);
     return cases;
 }
 
 std::string find_model(const std::string& file_name) {
-    for (const std::string dir : {std::string(TROUPE_SOURCE_DIR) + "/models",
-                                  std::string(TROUPE_SHARED_MODELS_DIR)}) {
+    for (const std::string dir :
+         {std::string(TROUPE_SOURCE_DIR) + "/models", std::string(TROUPE_SHARED_MODELS_DIR)}) {
         const std::string p = dir + "/" + file_name;
         if (std::filesystem::exists(p)) return p;
     }

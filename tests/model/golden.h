@@ -10,15 +10,15 @@
 namespace troupe::test {
 
 struct GoldenCase {
-    std::string model;                  // file name
+    std::string model;  // file name
     std::string prompt;
     bool chat = false;
     std::string rendered_prompt;
     std::vector<int32_t> prompt_tokens;
-    std::vector<int32_t> tokens;        // greedy continuation
+    std::vector<int32_t> tokens;  // greedy continuation
     std::string text;
     std::vector<std::vector<std::pair<int32_t, float>>> top;  // [n_tokens][5] (id, logprob)
-    std::vector<float> gap;             // [n_tokens] logprob(best) - logprob(second)
+    std::vector<float> gap;  // [n_tokens] logprob(best) - logprob(second)
 };
 
 // Cases from the in-repository copy (tiny models) plus, when present, the shared reference

@@ -45,7 +45,8 @@ Mat random_mat(std::mt19937& rng, size_t n, float scale) {
 
 // Writes the model with F32 tensors and the bundled model's tokenizer; returns the path.
 std::string write_model(const RefModel& m, const std::string& name) {
-    const auto vocab = GgufFile::open(std::string(TROUPE_SOURCE_DIR) + "/models/troupe-tiny-q8_0.gguf");
+    const auto vocab =
+        GgufFile::open(std::string(TROUPE_SOURCE_DIR) + "/models/troupe-tiny-q8_0.gguf");
     GgufWriter w;
     for (const GgufKv& kv : vocab->metadata())
         if (kv.key.rfind("tokenizer.", 0) == 0) w.set(kv.key, GgufMetaValue::from(kv.value));
@@ -128,7 +129,8 @@ RefModel random_model(const Spec& s, uint32_t seed) {
 }
 
 // y[o] = sum_i w[o, i] x[i] (+ b[o])
-std::vector<float> matvec(const Mat& w, const std::vector<float>& x, size_t n_out, const Mat* b = nullptr) {
+std::vector<float> matvec(const Mat& w, const std::vector<float>& x, size_t n_out,
+                          const Mat* b = nullptr) {
     std::vector<float> y(n_out);
     for (size_t o = 0; o < n_out; ++o) {
         double s = b ? (*b)[o] : 0.0;
@@ -160,7 +162,8 @@ void rotate(std::vector<float>& x, int n_heads, int hd, int pos, bool neox, floa
 }
 
 // Logits at every position of `tokens`: [n, n_vocab].
-std::vector<std::vector<float>> reference_logits(const RefModel& m, const std::vector<int32_t>& tokens) {
+std::vector<std::vector<float>> reference_logits(const RefModel& m,
+                                                 const std::vector<int32_t>& tokens) {
     const Spec& s = m.s;
     const size_t d = size_t(s.n_embd);
     const int hd = m.head_dim, group = s.n_head / s.n_head_kv;
@@ -168,7 +171,8 @@ std::vector<std::vector<float>> reference_logits(const RefModel& m, const std::v
     const float scale = s.rope_scale > 0 ? 1.0f / s.rope_scale : 1.0f;
     std::vector<std::vector<float>> x(tokens.size());
     for (size_t t = 0; t < tokens.size(); ++t)
-        x[t].assign(m.embd.begin() + long(size_t(tokens[t]) * d), m.embd.begin() + long(size_t(tokens[t] + 1) * d));
+        x[t].assign(m.embd.begin() + long(size_t(tokens[t]) * d),
+                    m.embd.begin() + long(size_t(tokens[t] + 1) * d));
     for (const RefLayer& l : m.layers) {
         std::vector<std::vector<float>> q(tokens.size()), k(tokens.size()), v(tokens.size());
         for (size_t t = 0; t < tokens.size(); ++t) {
@@ -187,7 +191,8 @@ std::vector<std::vector<float>> reference_logits(const RefModel& m, const std::v
                 double mx = -1e300;
                 for (size_t p = 0; p <= t; ++p) {
                     double dot = 0;
-                    for (int i = 0; i < hd; ++i) dot += double(q[t][size_t(h * hd + i)]) * k[p][size_t(kh * hd + i)];
+                    for (int i = 0; i < hd; ++i)
+                        dot += double(q[t][size_t(h * hd + i)]) * k[p][size_t(kh * hd + i)];
                     sc[p] = dot / std::sqrt(double(hd));
                     mx = std::max(mx, sc[p]);
                 }
@@ -202,25 +207,29 @@ std::vector<std::vector<float>> reference_logits(const RefModel& m, const std::v
             const auto xn = rmsnorm(x[t], l.ffn_norm);
             const auto g = matvec(l.gate, xn, size_t(s.n_ff)), u = matvec(l.up, xn, size_t(s.n_ff));
             std::vector<float> hsw(size_t(s.n_ff));
-            for (size_t i = 0; i < hsw.size(); ++i) hsw[i] = float(g[i] / (1.0 + std::exp(-double(g[i]))) * u[i]);
+            for (size_t i = 0; i < hsw.size(); ++i)
+                hsw[i] = float(g[i] / (1.0 + std::exp(-double(g[i]))) * u[i]);
             const auto dn = matvec(l.down, hsw, d);
             for (size_t i = 0; i < d; ++i) x[t][i] += dn[i];
         }
     }
     std::vector<std::vector<float>> logits;
-    for (const auto& xt : x) logits.push_back(matvec(m.output, rmsnorm(xt, m.out_norm), size_t(m.n_vocab)));
+    for (const auto& xt : x)
+        logits.push_back(matvec(m.output, rmsnorm(xt, m.out_norm), size_t(m.n_vocab)));
     return logits;
 }
 
 void check(const Spec& spec, uint32_t seed) {
     const RefModel ref = random_model(spec, seed);
-    const std::string path = write_model(ref, "troupe-arch-" + spec.arch + std::to_string(seed) + ".gguf");
+    const std::string path =
+        write_model(ref, "troupe-arch-" + spec.arch + std::to_string(seed) + ".gguf");
     const auto model = Model::load(path);
     std::filesystem::remove(path);
     const HParams& hp = model->hparams();
     ASSERT_EQ(hp.has_qkv_bias, spec.arch == "qwen2");
-    const std::vector<int32_t> tokens = {1, 450, 4799, 17354, 1701, 29916, 432, 17204, 975, 278,
-                                         17366, 11203, 29889, 13, 1576, 4799, 17354, 29892, 3431};
+    const std::vector<int32_t> tokens = {1,     450,  4799,  17354, 1701,  29916, 432,
+                                         17204, 975,  278,   17366, 11203, 29889, 13,
+                                         1576,  4799, 17354, 29892, 3431};
     const auto want = reference_logits(ref, tokens);
     // Whole prompt at once, then the same prompt in chunks of 5 (positions continue).
     for (int chunk : {int(tokens.size()), 5}) {
@@ -242,14 +251,16 @@ void check(const Spec& spec, uint32_t seed) {
                     norm += double(w[i]) * w[i];
                 }
                 // F32 weights; activations go through F32 too: only summation order differs.
-                EXPECT_LT(std::sqrt(err / norm), 2e-4) << spec.arch << " position " << start + r
-                                                       << " (chunks of " << chunk << ")";
+                EXPECT_LT(std::sqrt(err / norm), 2e-4)
+                    << spec.arch << " position " << start + r << " (chunks of " << chunk << ")";
             }
         }
     }
 }
 
-TEST(ArchReference, LlamaTiedOutputGqa) { check(Spec{}, 1); }
+TEST(ArchReference, LlamaTiedOutputGqa) {
+    check(Spec{}, 1);
+}
 
 TEST(ArchReference, LlamaSeparateOutputAndLinearRopeScaling) {
     Spec s;
@@ -274,7 +285,8 @@ TEST(ArchReference, UnsupportedArchitectureAndMissingTensorsAreNamed) {
         Model::load(path);
         FAIL() << "expected an error";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba'"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba'"), std::string::npos)
+            << e.what();
     }
     std::filesystem::remove(path);
 }

@@ -83,7 +83,8 @@ TEST_P(Golden, TeacherForcedTokensAndLogprobsMatchLlamaCpp) {
         const std::vector<float> lp = log_softmax(logits.data(), hp.n_vocab);
         for (const auto& [id, ref_lp] : c.top[i]) {
             max_err = std::max(max_err, std::abs(lp[size_t(id)] - ref_lp));
-            EXPECT_NEAR(lp[size_t(id)], ref_lp, tol.logprob_tol) << "position " << i << " token " << id;
+            EXPECT_NEAR(lp[size_t(id)], ref_lp, tol.logprob_tol)
+                << "position " << i << " token " << id;
         }
         const int32_t ours = int32_t(std::max_element(lp.begin(), lp.end()) - lp.begin());
         if (ours != c.tokens[i]) {
@@ -97,8 +98,10 @@ TEST_P(Golden, TeacherForcedTokensAndLogprobsMatchLlamaCpp) {
         batch.seqs = {{kv.block_table, pos++, 1, 1}};
         model.forward(batch, kv.views, ws, &pool, logits.data());
     }
-    std::printf("[ compared ] %s '%.40s': %zu positions, %d near-tie disagreements, max |logprob error| %.4f\n",
-                c.model.c_str(), c.prompt.c_str(), c.tokens.size(), n_near_ties, max_err);
+    std::printf(
+        "[ compared ] %s '%.40s': %zu positions, %d near-tie disagreements, max |logprob error| "
+        "%.4f\n",
+        c.model.c_str(), c.prompt.c_str(), c.tokens.size(), n_near_ties, max_err);
 }
 
 std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {

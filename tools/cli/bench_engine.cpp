@@ -110,10 +110,11 @@ void run_bench_model(const BenchOptions& o) {
     j["model"] = o.model;
     j["threads"] = o.threads;
     if (!o.json_out)
-        std::printf("model %s: %s, %d layers, n_embd %d, %.1f MiB of weights read per token; "
-                    "%d threads, %d repetitions\n",
-                    o.model.c_str(), hp.name.c_str(), hp.n_layer, hp.n_embd,
-                    double(model->weights().matrix_bytes) / 1048576.0, o.threads, o.repeat);
+        std::printf(
+            "model %s: %s, %d layers, n_embd %d, %.1f MiB of weights read per token; "
+            "%d threads, %d repetitions\n",
+            o.model.c_str(), hp.name.c_str(), hp.n_layer, hp.n_embd,
+            double(model->weights().matrix_bytes) / 1048576.0, o.threads, o.repeat);
     // The bandwidth of a shared machine drifts from minute to minute: it is probed right before
     // every decode run, and the fraction of the roofline is taken per repetition.
     ThreadPool pool(o.threads);
@@ -153,20 +154,25 @@ void run_bench_model(const BenchOptions& o) {
         }
     }
     const double bw = robust_median(bws);
-    print_or_collect(o, j, "read_bandwidth_gb_s", bw, "GB/s", "read bandwidth (probe before each decode run)");
+    print_or_collect(o, j, "read_bandwidth_gb_s", bw, "GB/s",
+                     "read bandwidth (probe before each decode run)");
     print_or_collect(o, j, "decode_roofline_tokens_per_s", bw * 1e9 / weight_bytes, "tok/s",
                      "decode roofline (bandwidth / weight bytes per token)");
-    print_or_collect(o, j, "decode_tokens_per_s", robust_median(decode1), "tok/s",
-                     ("single-sequence decode of " + std::to_string(o.gen_tokens) + " tokens").c_str());
+    print_or_collect(
+        o, j, "decode_tokens_per_s", robust_median(decode1), "tok/s",
+        ("single-sequence decode of " + std::to_string(o.gen_tokens) + " tokens").c_str());
     print_or_collect(o, j, "decode_fraction_of_roofline", robust_median(fractions), "",
                      "  as a fraction of the roofline (per run, median)");
-    print_or_collect(o, j, "prefill_tokens_per_s", robust_median(prefill), "tok/s",
-                     ("prefill of a " + std::to_string(o.context_tokens) + "-token prompt").c_str());
+    print_or_collect(
+        o, j, "prefill_tokens_per_s", robust_median(prefill), "tok/s",
+        ("prefill of a " + std::to_string(o.context_tokens) + "-token prompt").c_str());
     const double s1 = robust_median(single_ctx), s8 = robust_median(agg8);
-    print_or_collect(o, j, "decode_1seq_ctx_tokens_per_s", s1, "tok/s",
-                     ("decode, 1 sequence, " + std::to_string(o.context_tokens) + "-token context").c_str());
-    print_or_collect(o, j, "decode_nseq_ctx_tokens_per_s", s8, "tok/s",
-                     ("aggregate decode, " + std::to_string(o.n_agents) + " sequences sharing it").c_str());
+    print_or_collect(
+        o, j, "decode_1seq_ctx_tokens_per_s", s1, "tok/s",
+        ("decode, 1 sequence, " + std::to_string(o.context_tokens) + "-token context").c_str());
+    print_or_collect(
+        o, j, "decode_nseq_ctx_tokens_per_s", s8, "tok/s",
+        ("aggregate decode, " + std::to_string(o.n_agents) + " sequences sharing it").c_str());
     print_or_collect(o, j, "decode_nseq_over_1seq", s8 / s1, "x", "  ratio");
     if (o.json_out) std::printf("%s\n", j.dump(1).c_str());
 }
@@ -195,11 +201,13 @@ void run_bench_agents(const BenchOptions& o) {
     j["suffix_tokens"] = o.suffix_tokens;
     j["generated_tokens"] = o.gen_tokens;
     if (!o.json_out)
-        std::printf("%d agents: %d shared prefix tokens + %d private each, %d generated each; "
-                    "%d threads, %d repetitions\n",
-                    o.n_agents, o.prefix_tokens, o.suffix_tokens, o.gen_tokens, o.threads, o.repeat);
+        std::printf(
+            "%d agents: %d shared prefix tokens + %d private each, %d generated each; "
+            "%d threads, %d repetitions\n",
+            o.n_agents, o.prefix_tokens, o.suffix_tokens, o.gen_tokens, o.threads, o.repeat);
     std::vector<double> base_ms, opt_ms, hit;
     std::map<int, std::vector<double>> agg;  // concurrency -> decode tok/s
+    std::vector<double> agg_no_shared;       // at n_agents, shared-prefix attention off
     for (int rep = 0; rep < o.repeat; ++rep) {
         {
             Engine e(*model, engine_config(o, false, false, 1));
@@ -211,7 +219,13 @@ void run_bench_agents(const BenchOptions& o) {
             opt_ms.push_back(f.wall_ms);
             hit.push_back(f.stats.hit_rate());
         }
-        for (int c = 1; c <= o.n_agents; c *= 2) {
+        {
+            EngineConfig c = engine_config(o, true, true, o.n_agents);
+            c.shared_prefix_attention = false;
+            Engine e(*model, c);
+            agg_no_shared.push_back(run(e, reqs, false).stats.decode_tokens_per_s());
+        }
+        for (int c = 1; c <= o.n_agents; c = c * 2 > o.n_agents && c < o.n_agents ? o.n_agents : c * 2) {
             Engine e(*model, engine_config(o, true, true, c));
             std::vector<Request> sub(reqs.begin(), reqs.begin() + c);
             agg[c].push_back(run(e, sub, false).stats.decode_tokens_per_s());
@@ -230,6 +244,12 @@ void run_bench_agents(const BenchOptions& o) {
         if (c > 1)
             print_or_collect(o, j, "decode_ratio_" + std::to_string(c), r / one, "x", "  over 1");
     }
+    const double shared = robust_median(agg.at(o.n_agents)), unshared = robust_median(agg_no_shared);
+    print_or_collect(o, j, "decode_tokens_per_s_no_shared_attention", unshared, "tok/s",
+                     ("aggregate decode, " + std::to_string(o.n_agents) +
+                      " concurrent, shared-prefix attention off").c_str());
+    print_or_collect(o, j, "shared_attention_gain", shared / unshared, "x",
+                     "  gain of shared-prefix attention");
     if (o.json_out) std::printf("%s\n", j.dump(1).c_str());
 }
 
@@ -243,7 +263,8 @@ void add_bench_engine_commands(CLI::App* bench) {
         cmd->add_option("--repeat", o->repeat,
                         "Runs per case (median after dropping the fastest and slowest)")
             ->capture_default_str();
-        cmd->add_option("--gen", o->gen_tokens, "Tokens generated per sequence")->capture_default_str();
+        cmd->add_option("--gen", o->gen_tokens, "Tokens generated per sequence")
+            ->capture_default_str();
         cmd->add_option("--agents", o->n_agents, "Concurrent sequences")->capture_default_str();
         cmd->add_flag("--json", o->json_out, "Print one JSON object");
     };
@@ -257,7 +278,8 @@ void add_bench_engine_commands(CLI::App* bench) {
         "agents", "Agents sharing a long prefix: prefix cache + batching against one at a time");
     common(a);
     a->add_option("--prefix", o->prefix_tokens, "Shared prefix tokens")->capture_default_str();
-    a->add_option("--suffix", o->suffix_tokens, "Private suffix tokens per agent")->capture_default_str();
+    a->add_option("--suffix", o->suffix_tokens, "Private suffix tokens per agent")
+        ->capture_default_str();
     a->callback([o] { run_bench_agents(*o); });
 }
 

@@ -1,6 +1,6 @@
 // troupe batch: the requests of a JSONL file run concurrently through one engine.
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -30,11 +30,12 @@ struct BatchOptions {
 // optional namespace, priority, max_tokens, temperature, ignore_eos, stop, seed.
 Request parse_request(const nlohmann::json& j, const Model& model, const BatchOptions& o) {
     if (!j.is_object()) throw Error("expected a JSON object");
-    static const char* known[] = {"prompt", "messages", "namespace", "priority", "max_tokens",
-                                  "temperature", "ignore_eos", "stop", "seed", "id"};
+    static const char* known[] = {"prompt",     "messages",    "namespace",  "priority",
+                                  "max_tokens", "temperature", "ignore_eos", "stop",
+                                  "seed",       "id"};
     for (const auto& [key, _] : j.items())
-        if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) ==
-            std::end(known))
+        if (std::find_if(std::begin(known), std::end(known),
+                         [&](const char* k) { return key == k; }) == std::end(known))
             throw Error("unknown field '" + key + "'");
     Request r;
     r.sampling = o.sampling;
@@ -61,13 +62,18 @@ Request parse_request(const nlohmann::json& j, const Model& model, const BatchOp
         if (!ok) throw Error(std::string("'") + key + "' must be " + type);
         out = j[key].get<std::decay_t<decltype(out)>>();
     };
-    get("namespace", r.cache_namespace, "a string", j.contains("namespace") && j["namespace"].is_string());
-    get("priority", r.priority, "an integer", j.contains("priority") && j["priority"].is_number_integer());
-    get("max_tokens", r.max_tokens, "an integer", j.contains("max_tokens") && j["max_tokens"].is_number_integer());
+    get("namespace", r.cache_namespace, "a string",
+        j.contains("namespace") && j["namespace"].is_string());
+    get("priority", r.priority, "an integer",
+        j.contains("priority") && j["priority"].is_number_integer());
+    get("max_tokens", r.max_tokens, "an integer",
+        j.contains("max_tokens") && j["max_tokens"].is_number_integer());
     get("temperature", r.sampling.temperature, "a number",
         j.contains("temperature") && j["temperature"].is_number());
-    get("ignore_eos", r.ignore_eos, "a boolean", j.contains("ignore_eos") && j["ignore_eos"].is_boolean());
-    get("seed", r.sampling.seed, "an integer", j.contains("seed") && j["seed"].is_number_unsigned());
+    get("ignore_eos", r.ignore_eos, "a boolean",
+        j.contains("ignore_eos") && j["ignore_eos"].is_boolean());
+    get("seed", r.sampling.seed, "an integer",
+        j.contains("seed") && j["seed"].is_number_unsigned());
     if (j.contains("stop")) {
         if (j["stop"].is_string())
             r.stop = {j["stop"].get<std::string>()};
@@ -81,7 +87,8 @@ Request parse_request(const nlohmann::json& j, const Model& model, const BatchOp
     return r;
 }
 
-std::vector<Request> read_requests(const std::string& path, const Model& model, const BatchOptions& o) {
+std::vector<Request> read_requests(const std::string& path, const Model& model,
+                                   const BatchOptions& o) {
     std::ifstream in(path);
     if (!in) throw Error(path + ": cannot open");
     std::vector<Request> reqs;
@@ -150,7 +157,8 @@ void run_batch(BatchOptions& o) {
                                  {"peak_kv_bytes", st.peak_kv_bytes},
                                  {"peak_rss_bytes", st.peak_rss_bytes}};
         nlohmann::json j = {{"requests", rj}, {"totals", totals}};
-        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        std::printf("%s\n",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return;
     }
     std::printf("%4s %7s %7s %6s %9s %10s %4s  %s\n", "#", "prompt", "cached", "gen", "ttft_ms",
@@ -161,17 +169,18 @@ void run_batch(BatchOptions& o) {
         std::string text = out.text.substr(0, 60);
         for (char& c : text)
             if (c == '\n') c = ' ';
-        std::printf("%4zu %7d %7d %6d %9.1f %10.1f %4d  %s%s\n", i, s.prompt_tokens, s.cached_tokens,
-                    s.generated_tokens, s.ttft_ms, s.latency_ms, s.preemptions, text.c_str(),
-                    out.text.size() > 60 ? "..." : "");
+        std::printf("%4zu %7d %7d %6d %9.1f %10.1f %4d  %s%s\n", i, s.prompt_tokens,
+                    s.cached_tokens, s.generated_tokens, s.ttft_ms, s.latency_ms, s.preemptions,
+                    text.c_str(), out.text.size() > 60 ? "..." : "");
     }
-    std::printf("\n%zu requests in %.1f ms: hit rate %.1f%% (%llu of %llu prompt tokens cached), "
-                "%llu generated, %.1f tokens/s overall, %.1f tokens/s in decode steps, "
-                "%llu pre-emptions, peak KV %.1f MiB, peak RSS %.1f MiB\n",
-                ids.size(), wall_ms, 100.0 * st.hit_rate(), (unsigned long long)st.cached_tokens,
-                (unsigned long long)st.prompt_tokens, (unsigned long long)generated, throughput,
-                st.decode_tokens_per_s(), (unsigned long long)st.preemptions,
-                double(st.peak_kv_bytes) / 1048576.0, double(st.peak_rss_bytes) / 1048576.0);
+    std::printf(
+        "\n%zu requests in %.1f ms: hit rate %.1f%% (%llu of %llu prompt tokens cached), "
+        "%llu generated, %.1f tokens/s overall, %.1f tokens/s in decode steps, "
+        "%llu pre-emptions, peak KV %.1f MiB, peak RSS %.1f MiB\n",
+        ids.size(), wall_ms, 100.0 * st.hit_rate(), (unsigned long long)st.cached_tokens,
+        (unsigned long long)st.prompt_tokens, (unsigned long long)generated, throughput,
+        st.decode_tokens_per_s(), (unsigned long long)st.preemptions,
+        double(st.peak_kv_bytes) / 1048576.0, double(st.peak_rss_bytes) / 1048576.0);
 }
 
 }  // namespace
@@ -180,9 +189,10 @@ void add_batch_command(CLI::App& app) {
     auto o = std::make_shared<BatchOptions>();
     CLI::App* cmd = app.add_subcommand("batch", "Run the requests of a JSONL file concurrently");
     add_model_option(cmd, o->model);
-    cmd->add_option("--prompts", o->prompts_file,
-                    "JSONL file: {\"prompt\": ...} or {\"messages\": [...]} per line, with optional "
-                    "namespace, priority, max_tokens, temperature, ignore_eos, stop, seed")
+    cmd->add_option(
+           "--prompts", o->prompts_file,
+           "JSONL file: {\"prompt\": ...} or {\"messages\": [...]} per line, with optional "
+           "namespace, priority, max_tokens, temperature, ignore_eos, stop, seed")
         ->required();
     cmd->add_option("--parallel", o->parallel, "Requests running at once (default: all)");
     cmd->add_option("-n,--max-tokens", o->default_max_tokens, "Default max_tokens per request")

@@ -35,7 +35,8 @@ void run_generate(GenerateOptions& o) {
     Engine engine(*model, o.engine);
 
     Request req;
-    req.prompt_text = o.chat ? render_chat_prompt(*model, o.system, o.prompt, o.chat_template) : o.prompt;
+    req.prompt_text =
+        o.chat ? render_chat_prompt(*model, o.system, o.prompt, o.chat_template) : o.prompt;
     req.sampling = o.sampling;
     req.max_tokens = o.n_predict;
     req.ignore_eos = o.ignore_eos;
@@ -65,13 +66,12 @@ void run_generate(GenerateOptions& o) {
         j["text"] = out.text;
         j["finish_reason"] = finish_reason_name(out.finish);
         j["seed"] = o.sampling.seed;
-        j["timings"] = {{"prompt_tokens", st.prompt_tokens},
-                        {"prompt_ms", st.ttft_ms},
-                        {"prompt_tokens_per_s", prompt_tps},
-                        {"decode_tokens", n_decoded},
-                        {"decode_ms", st.latency_ms - st.ttft_ms},
-                        {"decode_tokens_per_s", decode_tps}};
-        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        j["timings"] = {
+            {"prompt_tokens", st.prompt_tokens},       {"prompt_ms", st.ttft_ms},
+            {"prompt_tokens_per_s", prompt_tps},       {"decode_tokens", n_decoded},
+            {"decode_ms", st.latency_ms - st.ttft_ms}, {"decode_tokens_per_s", decode_tps}};
+        std::printf("%s\n",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         std::printf("\n");
         std::fprintf(stderr,
@@ -89,7 +89,8 @@ void add_generate_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
     add_model_option(cmd, o->model);
     cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
-    cmd->add_option("-n,--n-predict", o->n_predict, "Max tokens to generate")->capture_default_str();
+    cmd->add_option("-n,--n-predict", o->n_predict, "Max tokens to generate")
+        ->capture_default_str();
     cmd->add_flag("--chat", o->chat, "Wrap the prompt as a user message in the chat template");
     cmd->add_option("--system", o->system, "System message (with --chat)");
     cmd->add_option("--chat-template", o->chat_template,

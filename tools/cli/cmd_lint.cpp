@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "options.h"
 #include "engine_factory.h"
 #include "input_flags.h"
 #include "workflow/prompt_lint.h"
@@ -50,7 +51,7 @@ void add_lint_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "lint", "Check a workflow file; with -m, measure how much prompt the agents share");
     cmd->add_option("workflow", o->workflow_path, "Workflow file (YAML or JSON)")->required();
-    cmd->add_option("-m,--model", o->model_path, "GGUF model (its tokenizer and chat template)");
+    add_model_option(cmd, o->model_path);
     cmd->add_option("--input", o->inputs, "Set an input: NAME=VALUE or NAME=@FILE (repeatable)");
     cmd->add_flag("--strict", o->strict, "Exit with code 4 when there are warnings");
     cmd->callback([o] {

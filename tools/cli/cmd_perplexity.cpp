@@ -34,20 +34,26 @@ void run_perplexity(const PerplexityOptions& o) {
     const std::vector<int32_t> tokens = model->tokenizer().tokenize(ss.str(), true, false);
     ThreadPool pool(o.n_threads > 0 ? o.n_threads : hardware_threads());
     auto progress = [&](int64_t done, int64_t total, double ppl) {
-        if (!o.json) std::fprintf(stderr, "\r[%lld/%lld] %.4f", (long long)done, (long long)total, ppl);
+        if (!o.json)
+            std::fprintf(stderr, "\r[%lld/%lld] %.4f", (long long)done, (long long)total, ppl);
     };
-    const PerplexityResult r = compute_perplexity(*model, tokens, o.n_ctx, o.n_batch, &pool, progress);
+    const PerplexityResult r =
+        compute_perplexity(*model, tokens, o.n_ctx, o.n_batch, &pool, progress);
     const double secs = (now_ms() - t0) / 1000.0;
     if (o.json) {
-        nlohmann::json j = {{"perplexity", r.perplexity}, {"error", r.error},
-                            {"tokens", r.n_tokens},       {"scored_tokens", r.n_scored},
-                            {"windows", r.n_windows},     {"ctx", o.n_ctx},
+        nlohmann::json j = {{"perplexity", r.perplexity},
+                            {"error", r.error},
+                            {"tokens", r.n_tokens},
+                            {"scored_tokens", r.n_scored},
+                            {"windows", r.n_windows},
+                            {"ctx", o.n_ctx},
                             {"seconds", secs}};
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::fprintf(stderr, "\n");
         std::printf("perplexity: %.4f +/- %.5f  (%lld windows of %d tokens, %lld scored, %.1f s)\n",
-                    r.perplexity, r.error, (long long)r.n_windows, o.n_ctx, (long long)r.n_scored, secs);
+                    r.perplexity, r.error, (long long)r.n_windows, o.n_ctx, (long long)r.n_scored,
+                    secs);
     }
 }
 
@@ -55,7 +61,8 @@ void run_perplexity(const PerplexityOptions& o) {
 
 void add_perplexity_command(CLI::App& app) {
     auto o = std::make_shared<PerplexityOptions>();
-    CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of a model on a text (llama.cpp's definition)");
+    CLI::App* cmd = app.add_subcommand("perplexity",
+                                       "Perplexity of a model on a text (llama.cpp's definition)");
     add_model_option(cmd, o->model);
     cmd->add_option("-f,--file", o->file, "Text file")->required();
     cmd->add_option("-c,--ctx", o->n_ctx, "Window size in tokens")->capture_default_str();

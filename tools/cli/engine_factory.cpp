@@ -27,16 +27,18 @@ std::shared_ptr<const Model> shared_model(const std::string& path) {
 
 // The engine together with the model it runs (the Engine only borrows it).
 class ModelEngine final : public InferenceBackend {
-public:
+  public:
     ModelEngine(std::shared_ptr<const Model> model, const EngineConfig& config)
         : model_(std::move(model)), engine_(*model_, config) {}
-    RequestId submit(Request r, TokenCallback cb) override { return engine_.submit(std::move(r), std::move(cb)); }
+    RequestId submit(Request r, TokenCallback cb) override {
+        return engine_.submit(std::move(r), std::move(cb));
+    }
     void cancel(RequestId id) override { engine_.cancel(id); }
     bool has_work() const override { return engine_.has_work(); }
     std::vector<RequestOutput> step() override { return engine_.step(); }
     EngineStats stats() const override { return engine_.stats(); }
 
-private:
+  private:
     std::shared_ptr<const Model> model_;
     Engine engine_;
 };

@@ -18,7 +18,8 @@ void add_sampling_options(CLI::App* cmd, SamplingParams& p, bool& seed_given) {
     cmd->add_option("--min-p", p.min_p, "Min-p; 0 = off")->capture_default_str();
     cmd->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty; 1 = off")
         ->capture_default_str();
-    cmd->add_option("--repeat-last-n", p.repeat_last_n, "Tokens the penalties look back at; -1 = all")
+    cmd->add_option("--repeat-last-n", p.repeat_last_n,
+                    "Tokens the penalties look back at; -1 = all")
         ->capture_default_str();
     cmd->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty; 0 = off")
         ->capture_default_str();
@@ -42,26 +43,29 @@ void add_engine_options(CLI::App* cmd, EngineConfig& c) {
         "--kv-budget-mb", [&c](double mb) { c.kv_budget_bytes = uint64_t(mb * 1024 * 1024); },
         "KV cache memory budget in MiB (default: 1/8 of physical memory)");
     cmd->add_option_function<std::string>(
-           "--kv-type",
-           [&c](const std::string& t) {
-               if (t == "f16")
-                   c.kv_type = DType::F16;
-               else if (t == "f32")
-                   c.kv_type = DType::F32;
-               else
-                   throw CLI::ValidationError("--kv-type", "must be f16 or f32");
-           },
-           "KV cache type: f16 (default) or f32");
+        "--kv-type",
+        [&c](const std::string& t) {
+            if (t == "f16")
+                c.kv_type = DType::F16;
+            else if (t == "f32")
+                c.kv_type = DType::F32;
+            else
+                throw CLI::ValidationError("--kv-type", "must be f16 or f32");
+        },
+        "KV cache type: f16 (default) or f32");
     cmd->add_option("--block-size", c.block_size, "Tokens per KV block")->capture_default_str();
     cmd->add_option("--batch-tokens", c.max_num_batched_tokens, "Tokens per forward pass")
         ->capture_default_str();
     cmd->add_flag("--no-prefix-cache{false}", c.enable_prefix_caching,
                   "Do not reuse the KV of equal prompt prefixes");
+    cmd->add_flag("--no-shared-attention{false}", c.shared_prefix_attention,
+                  "Attend to shared prefix blocks per sequence instead of once per batch");
     cmd->add_option_function<std::string>(
         "--power",
         [&c](const std::string& name) {
             const auto m = power_mode_from_name(name);
-            if (!m) throw CLI::ValidationError("--power", "must be performance, balanced or low-power");
+            if (!m)
+                throw CLI::ValidationError("--power", "must be performance, balanced or low-power");
             c.power = *m;
         },
         "Power profile: performance (default), balanced, low-power");

@@ -19,7 +19,7 @@ void add_model_option(CLI::App* cmd, std::string& path);
 void add_sampling_options(CLI::App* cmd, SamplingParams& p, bool& seed_given);
 
 // --threads --ctx --kv-budget-mb --kv-type --block-size --batch-tokens --no-prefix-cache
-// --power
+// --no-shared-attention --power
 void add_engine_options(CLI::App* cmd, EngineConfig& c);
 
 // A fresh random seed (used when --seed is not given).
