@@ -100,8 +100,8 @@ int32_t key_chunk(int block_size) {
 
 // Adds tasks for query vectors `qids` of kv head h over keys [k0, k1), split into tiles of
 // kMaxTaskQVecs and at the fixed chunk boundaries.
-void add_tasks(AttentionPlan& plan, const std::vector<int>& qids, int h,
-               const int32_t* block_table, int32_t k0, int32_t k1, int32_t chunk) {
+void add_tasks(AttentionPlan& plan, const std::vector<int>& qids, int h, const int32_t* block_table,
+               int32_t k0, int32_t k1, int32_t chunk) {
     if (k1 <= k0 || qids.empty()) return;
     for (size_t t0 = 0; t0 < qids.size(); t0 += kMaxTaskQVecs) {
         const size_t t1 = std::min(qids.size(), t0 + kMaxTaskQVecs);
@@ -157,7 +157,8 @@ void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
     for (int i = 0; i < nq; ++i) {
         const AttentionPlan::QVec& qv = plan.qvecs[size_t(plan.task_qids[size_t(t.slot0 + i)])];
         const AttentionSeq& sq = plan.seqs[qv.seq];
-        q[i] = sq.q + (size_t(qv.row) * size_t(plan.n_head) + size_t(qv.head)) * size_t(kv.head_dim);
+        q[i] =
+            sq.q + (size_t(qv.row) * size_t(plan.n_head) + size_t(qv.head)) * size_t(kv.head_dim);
         qpos[i] = sq.first_pos + qv.row;
         m[i] = -std::numeric_limits<float>::infinity();
         l[i] = 0.0f;
@@ -167,8 +168,8 @@ void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
         r.thread_scratch((scratch_floats + size_t(nq) * hd_pad) * sizeof(float)));
     float* o = scratch + scratch_floats;
     std::fill(o, o + size_t(nq) * hd_pad, 0.0f);
-    HWY_DYNAMIC_DISPATCH(AttnRange)(kv, t.kv_head, t.block_table, t.k0, t.k1, q, qpos, nq, scale,
-                                    m, l, o, scratch);
+    HWY_DYNAMIC_DISPATCH(AttnRange)
+    (kv, t.kv_head, t.block_table, t.k0, t.k1, q, qpos, nq, scale, m, l, o, scratch);
     for (int i = 0; i < nq; ++i) {
         float* st = states + size_t(t.slot0 + i) * sf;
         st[0] = m[i];

@@ -227,13 +227,14 @@ size_t GemmPackedBytes(const ops::Weight& w, const ops::ActLayout& l) {
 #endif
 }
 
-// Converts tokens of packed vector tv (rows of x) into act and packs them into `packed`.
-void QuantizeAndPack(bool all_q8_0, const float* x, const ops::ActLayout& l, int64_t tv,
+// Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]) into act and packs
+// them into `packed`.
+void QuantizeAndPack(bool all_q8_0, const float* rows, const ops::ActLayout& l, int64_t tv,
                      int64_t n_tokens, uint8_t* act, uint8_t* packed) {
 #if HWY_TARGET != HWY_SCALAR
     const int64_t L = int64_t(TokenLanes());
     const int64_t t0 = tv * L, t1 = t0 + L < n_tokens ? t0 + L : n_tokens;
-    QuantizeActRows(x, t0, t1, act, l);
+    QuantizeActRows(rows, 0, t1 - t0, act + size_t(t0) * l.row_bytes, l);
     const PackedActs p = PackLayout(l);
     if (UsePairs(all_q8_0, n_tokens)) {
         PackPairs(act, l, n_tokens, p, packed);
@@ -241,7 +242,7 @@ void QuantizeAndPack(bool all_q8_0, const float* x, const ops::ActLayout& l, int
         PackTokens(act, l, t0, t1 - t0, p, packed + size_t(tv) * p.stride);
     }
 #else
-    (void)all_q8_0, (void)x, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
+    (void)all_q8_0, (void)rows, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
 #endif
 }
 
@@ -316,9 +317,9 @@ size_t gemm_packed_bytes(const Weight& w, const ActLayout& l) {
     return HWY_DYNAMIC_DISPATCH(GemmPackedBytes)(w, l);
 }
 
-void quantize_and_pack(bool all_q8_0, const float* x, const ActLayout& l, int64_t tv,
+void quantize_and_pack(bool all_q8_0, const float* rows, const ActLayout& l, int64_t tv,
                        int64_t n_tokens, uint8_t* act, uint8_t* packed) {
-    HWY_DYNAMIC_DISPATCH(QuantizeAndPack)(all_q8_0, x, l, tv, n_tokens, act, packed);
+    HWY_DYNAMIC_DISPATCH(QuantizeAndPack)(all_q8_0, rows, l, tv, n_tokens, act, packed);
 }
 
 size_t gemm_scratch_bytes(const Weight& w) {

@@ -43,8 +43,9 @@ void gemv_rows(const Weight& w, const uint8_t* act, const ActLayout& l, int64_t 
 // Tokens per packed vector, and the bytes of one packed vector (0: no kernel for w).
 size_t gemm_token_lanes();
 size_t gemm_packed_bytes(const Weight& w, const ActLayout& l);
-// Converts the tokens of packed vector tv of x into act and packs them into `packed`.
-void quantize_and_pack(bool all_q8_0, const float* x, const ActLayout& l, int64_t tv,
+// Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]) into act (all tokens'
+// rows) and packs them into `packed`.
+void quantize_and_pack(bool all_q8_0, const float* rows, const ActLayout& l, int64_t tv,
                        int64_t n_tokens, uint8_t* act, uint8_t* packed);
 // Per-thread scratch of gemm_rows.
 size_t gemm_scratch_bytes(const Weight& w);

@@ -81,14 +81,43 @@ class RowTasks {
     int64_t first_[kMaxMatmulMany + 1] = {};
 };
 
+// Input rows [t0, t1) of `in` (n_in values each): in.x itself, or the transformed rows
+// written to tmp: [t1 - t0, n_in].
+const float* input_rows(const MatmulInput& in, int64_t n_in, int64_t t0, int64_t t1, float* tmp) {
+    const float* x = in.x + t0 * n_in;
+    if (in.norm) {
+        rms_norm(x, in.norm, tmp, t1 - t0, n_in, in.eps);
+        return tmp;
+    }
+    if (in.up) {
+        swiglu(x, in.up + t0 * n_in, tmp, (t1 - t0) * n_in);
+        return tmp;
+    }
+    return x;
+}
+
+bool transforms(const MatmulInput& in) {
+    return in.norm || in.up;
+}
+
+// add_to[t, o] += y[t, o] for rows [o0, o1) of every token.
+void add_rows(float* add_to, const float* y, int64_t n_out, int64_t n_tokens, int64_t o0,
+              int64_t o1) {
+    if (!add_to) return;
+    for (int64_t t = 0; t < n_tokens; ++t)
+        add_inplace(add_to + t * n_out + o0, y + t * n_out + o0, o1 - o0);
+}
+
 // The reference path for weight types without a SIMD kernel on this target: activations in
 // the reference block format, one vec_dot_act per output value.
-void matmul_fallback(Region& r, const Weight& w, const float* x, float* y, int64_t n_tokens) {
+void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
+                     float* add_to) {
     const DType at = act_type(w.type);
     const size_t xa_bytes = row_bytes(at, w.n_in);
     auto* xa = static_cast<uint8_t*>(r.shared_scratch(xa_bytes * size_t(n_tokens)));
     r.for_each(n_tokens, [&](int64_t t) {
-        quantize_row(at, x + t * w.n_in, xa + size_t(t) * xa_bytes, w.n_in);
+        auto* tmp = static_cast<float*>(r.thread_scratch(size_t(w.n_in) * sizeof(float)));
+        quantize_row(at, input_rows(in, w.n_in, t, t + 1, tmp), xa + size_t(t) * xa_bytes, w.n_in);
     });
     constexpr int64_t kRowsPerTask = 16;
     r.for_each((w.n_out + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
@@ -97,13 +126,15 @@ void matmul_fallback(Region& r, const Weight& w, const float* x, float* y, int64
             for (int64_t o = o0; o < o1; ++o)
                 y[t * w.n_out + o] = vec_dot_act(w.type, w.data + size_t(o) * w.row_stride,
                                                  xa + size_t(t) * xa_bytes, w.n_in);
+        add_rows(add_to, y, w.n_out, n_tokens, o0, o1);
     });
 }
 
 // Matrix-matrix: one step converts and packs the tokens (a packed vector per task), one step
 // computes row ranges for all tokens.
-void matmul_packed(Region& r, const Weight* ws, int n, const float* x, float* const* ys,
-                   int64_t n_tokens, const ActLayout& l, size_t packed_bytes, int64_t total_rows) {
+void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
+                   int64_t n_tokens, float* const* add_to, const ActLayout& l, size_t packed_bytes,
+                   int64_t total_rows) {
     const int64_t L = int64_t(kern::gemm_token_lanes());
     const int64_t n_vecs = (n_tokens + L - 1) / L;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
@@ -116,25 +147,34 @@ void matmul_packed(Region& r, const Weight* ws, int n, const float* x, float* co
         scratch_bytes = std::max(scratch_bytes, kern::gemm_scratch_bytes(ws[m]));
     }
     r.for_each(n_vecs, [&](int64_t tv) {
-        kern::quantize_and_pack(all_q8_0, x, l, tv, n_tokens, act, packed);
+        const int64_t t0 = tv * L, t1 = std::min(n_tokens, t0 + L);
+        float* tmp =
+            transforms(in)
+                ? static_cast<float*>(r.thread_scratch(size_t(L) * size_t(l.n_in) * sizeof(float)))
+                : nullptr;
+        kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens, act,
+                                packed);
     });
     const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), 4, 4));
     r.for_each(tasks.size(), [&](int64_t t) {
         const RowTask task = tasks[t];
         auto* scratch = static_cast<uint8_t*>(r.thread_scratch(scratch_bytes));
-        kern::gemm_rows(ws[task.m], l, packed, all_q8_0, n_tokens, task.o0, task.o1, ys[task.m],
-                        scratch);
+        const Weight& w = ws[task.m];
+        kern::gemm_rows(w, l, packed, all_q8_0, n_tokens, task.o0, task.o1, ys[task.m], scratch);
+        if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
     });
 }
 
 // Matrix-vector: every participant converts the activations into its own scratch, then
 // streams the rows of its tasks; prefetching runs on to the end of its share of a matrix.
-void matmul_rows(Region& r, const Weight* ws, int n, const float* x, float* const* ys,
-                 int64_t n_tokens, const ActLayout& l, int64_t total_rows) {
+void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
+                 int64_t n_tokens, float* const* add_to, const ActLayout& l, int64_t total_rows) {
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
+    const size_t tmp_bytes = transforms(in) ? size_t(n_tokens * l.n_in) * sizeof(float) : 0;
     size_t tile_bytes = 0;
     for (int m = 0; m < n; ++m)
         tile_bytes = std::max(tile_bytes, kern::gemv_scratch_bytes(ws[m], n_tokens));
+    tile_bytes = round_up_64(tile_bytes);
     const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), 6, kern::gemv_row_group()));
     const auto [share_begin, share_end] = r.my_share(tasks.size());
     uint8_t* act = nullptr;
@@ -142,9 +182,10 @@ void matmul_rows(Region& r, const Weight* ws, int n, const float* x, float* cons
     kern::WeightStream stream;
     r.for_each(tasks.size(), [&](int64_t t) {
         if (!act) {
-            act = static_cast<uint8_t*>(r.thread_scratch(act_bytes + tile_bytes));
+            act = static_cast<uint8_t*>(r.thread_scratch(act_bytes + tile_bytes + tmp_bytes));
             tile_scratch = act + act_bytes;
-            kern::quantize_act_rows(x, 0, n_tokens, act, l);
+            auto* tmp = reinterpret_cast<float*>(tile_scratch + tile_bytes);
+            kern::quantize_act_rows(input_rows(in, l.n_in, 0, n_tokens, tmp), 0, n_tokens, act, l);
         }
         const RowTask task = tasks[t];
         const Weight& w = ws[task.m];
@@ -153,13 +194,14 @@ void matmul_rows(Region& r, const Weight* ws, int n, const float* x, float* cons
             last = std::min(share_end, tasks.first_of(task.m + 1)) - 1;
         stream.end = w.data + size_t(tasks[last].o1) * w.row_stride;
         kern::gemv_rows(w, act, l, 0, n_tokens, task.o0, task.o1, stream, ys[task.m], tile_scratch);
+        if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
     });
 }
 
 }  // namespace
 
-void matmul_many(Region& r, const Weight* ws, int n, const float* x, float* const* ys,
-                 int64_t n_tokens) {
+void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
+                 int64_t n_tokens, float* const* add_to) {
     TROUPE_CHECK(n >= 0 && n <= kMaxMatmulMany);
     if (n_tokens <= 0 || n == 0) return;
     const DType at = act_type(ws[0].type);  // throws troupe::Error for types without compute
@@ -172,10 +214,11 @@ void matmul_many(Region& r, const Weight* ws, int n, const float* x, float* cons
     }
     if (!fused) {
         for (int m = 0; m < n; ++m) {
+            float* const* add = add_to ? add_to + m : nullptr;
             if (kern::has_kernel(ws[m].type)) {
-                matmul_many(r, ws + m, 1, x, ys + m, n_tokens);
+                matmul_many(r, ws + m, 1, in, ys + m, n_tokens, add);
             } else {
-                matmul_fallback(r, ws[m], x, ys[m], n_tokens);
+                matmul_fallback(r, ws[m], in, ys[m], n_tokens, add ? *add : nullptr);
             }
         }
         return;
@@ -190,21 +233,22 @@ void matmul_many(Region& r, const Weight* ws, int n, const float* x, float* cons
         min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes));
     }
     if (n_tokens >= min_tokens && packed_bytes > 0) {
-        matmul_packed(r, ws, n, x, ys, n_tokens, l, packed_bytes, total_rows);
+        matmul_packed(r, ws, n, in, ys, n_tokens, add_to, l, packed_bytes, total_rows);
     } else {
-        matmul_rows(r, ws, n, x, ys, n_tokens, l, total_rows);
+        matmul_rows(r, ws, n, in, ys, n_tokens, add_to, l, total_rows);
     }
 }
 
-void matmul(Region& r, const Weight& w, const float* x, float* y, int64_t n_tokens) {
-    matmul_many(r, &w, 1, x, &y, n_tokens);
+void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
+            float* add_to) {
+    matmul_many(r, &w, 1, in, &y, n_tokens, add_to ? &add_to : nullptr);
 }
 
 void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
                  ThreadPool* pool) {
     if (n_tokens <= 0 || n <= 0) return;
     for (int m = 0; m < n; ++m) act_type(ws[m].type);  // throws before the region starts
-    run_region(pool, [&](Region& r) { matmul_many(r, ws, n, x, ys, n_tokens); });
+    run_region(pool, [&](Region& r) { matmul_many(r, ws, n, MatmulInput{x}, ys, n_tokens); });
 }
 
 void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {

@@ -52,14 +52,26 @@ constexpr int kMaxMatmulMany = 8;
 void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
                  ThreadPool* pool);
 
-// The same as collective steps of a region. Matrix-vector products (decode) take no step of
-// their own besides the rows: each participant converts the activations itself. The
-// 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) sum every output in one order whatever
-// the number of tokens, the path or the threads: a token's outputs are bit-identical alone
-// or in any batch.
-void matmul(Region& r, const Weight& w, const float* x, float* y, int64_t n_tokens);
-void matmul_many(Region& r, const Weight* ws, int n, const float* x, float* const* ys,
-                 int64_t n_tokens);
+// The same as collective steps of a region, with the neighbouring element-wise work folded
+// in: the input rows may be transformed on the way in (each row is converted to the
+// activation type on its own, so this takes no pass or step of its own), and the outputs
+// may be added to a residual stream as their rows are computed. Either gives the values of
+// the separate ops (rms_norm / swiglu before, add_inplace after) bit for bit.
+// Matrix-vector products (decode) take one step: each participant converts the activations
+// itself. The 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) sum every output in one
+// order whatever the number of tokens, the path or the threads: a token's outputs are
+// bit-identical alone or in any batch.
+struct MatmulInput {
+    const float* x = nullptr;     // [n_tokens, n_in]
+    const float* norm = nullptr;  // when set, the rows are rms_norm(x, norm, eps): [n_in]
+    float eps = 0.0f;
+    const float* up = nullptr;  // when set, the rows are swiglu(x, up): [n_tokens, n_in]
+};
+// add_to: null, or add_to[i] (null or [n_tokens, ws[i].n_out]) += ys[i].
+void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
+                 int64_t n_tokens, float* const* add_to = nullptr);
+void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
+            float* add_to = nullptr);
 
 // Starts loading the first `bytes` of each weight into the cache and returns at once (software
 // prefetch, no result). Decode reads every matrix from DRAM and each matmul first waits for
@@ -74,8 +86,8 @@ void get_rows(Region& r, const Weight& w, const int32_t* ids, int64_t n_ids, flo
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:].   x, y: [n_rows, dim]; y may be x.
 void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
               float eps);
-void rms_norm(Region& r, const float* x, const float* weight, float* y, int64_t n_rows,
-              int64_t dim, float eps);
+void rms_norm(Region& r, const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
+              float eps);
 
 // Rotary position embedding in place. x: [n_rows, n_heads, head_dim]; pos: [n_rows].
 // Only the first n_rot values of each head rotate. NORM pairs (2i, 2i+1) (llama); NEOX pairs
@@ -107,8 +119,8 @@ void rope_angles(const int32_t* pos, int64_t n_rows, const RopeParams& p, float*
 // rope_apply: rotates x: [n_rows, n_heads, head_dim] in place by table: [n_rows, p.n_rot].
 void rope_apply(float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
                 const RopeParams& p);
-void rope_apply(Region& r, float* x, const float* table, int64_t n_rows, int n_heads,
-                int head_dim, const RopeParams& p);
+void rope_apply(Region& r, float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
+                const RopeParams& p);
 
 // out[i] = silu(gate[i]) * up[i].   All [n].  out may alias gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
@@ -142,7 +154,6 @@ struct KvLayerView {
 // k, v: [n, n_kv_head * head_dim] f32; converted to kv.type.
 void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
               const float* v, int64_t n);
-
 
 // The queries of one sequence in a batch: n_q rows at consecutive positions first_pos,
 // first_pos + 1, ...; row r attends causally to positions [0, first_pos + r], whose K/V must
@@ -204,8 +215,8 @@ struct AttentionPlan {
     struct Task {
         int kv_head = 0;
         const int32_t* block_table = nullptr;
-        int32_t k0 = 0, k1 = 0;      // key positions
-        int slot0 = 0, slot1 = 0;    // state slots [slot0, slot1): task_qids
+        int32_t k0 = 0, k1 = 0;    // key positions
+        int slot0 = 0, slot1 = 0;  // state slots [slot0, slot1): task_qids
     };
     struct QVec {  // a query vector: row `row` of sequence `seq`, head `head`
         int seq, row, head;
@@ -213,8 +224,8 @@ struct AttentionPlan {
     const AttentionSeq* seqs = nullptr;  // the caller's, [n_seqs]; must outlive the plan's use
     int n_seqs = 0;
     int n_head = 0;
-    std::vector<QVec> qvecs;      // by qid
-    std::vector<int> task_qids;   // state slot -> qid
+    std::vector<QVec> qvecs;     // by qid
+    std::vector<int> task_qids;  // state slot -> qid
     std::vector<Task> tasks;
     std::vector<int> merge_begin;  // [qvecs + 1]: the slots of qid q, in key order, are
     std::vector<int> merge_slots;  // merge_slots[merge_begin[q] .. merge_begin[q + 1])

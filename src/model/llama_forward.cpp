@@ -59,8 +59,41 @@ void add_bias(Region& r, float* y, const std::vector<float>& b, int64_t n_rows) 
     r.for_each(n_rows, [&](int64_t row) { ops::add_inplace(y + row * n, b.data(), n); });
 }
 
-// Copies the rows that want logits (each sequence's last n_logits tokens) into ws.out.
-void gather_logit_rows(Region& r, const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
+// Rotates the new Q and K rows and stores K and V into the cache, one step: each task takes
+// up to kRows consecutive rows of one sequence.
+void rotate_and_store(Region& r, const HParams& hp, const ops::RopeParams& rope,
+                      const ops::KvLayerView& kv, ForwardWorkspace& ws) {
+    constexpr int kRows = 32;
+    const auto& seqs = ws.attn_seqs;
+    int64_t n_tasks = 0;
+    for (const ops::AttentionSeq& s : seqs) n_tasks += (s.n_q + kRows - 1) / kRows;
+    r.for_each(n_tasks, [&](int64_t task) {
+        int64_t t = 0;  // the sequence's first row in the batch
+        for (const ops::AttentionSeq& s : seqs) {
+            const int64_t tasks = (s.n_q + kRows - 1) / kRows;
+            if (task >= tasks) {
+                task -= tasks;
+                t += s.n_q;
+                continue;
+            }
+            const int64_t r0 = t + task * kRows,
+                          r1 = t + std::min<int64_t>(s.n_q, (task + 1) * kRows);
+            float* q = ws.q.data() + r0 * hp.n_embd_q();
+            float* k = ws.k.data() + r0 * hp.n_embd_kv();
+            const float* angles = ws.rope.data() + r0 * rope.n_rot;
+            ops::rope_apply(q, angles, r1 - r0, hp.n_head, hp.head_dim, rope);
+            ops::rope_apply(k, angles, r1 - r0, hp.n_head_kv, hp.head_dim, rope);
+            ops::kv_store(kv, s.block_table, ws.pos.data() + r0, k,
+                          ws.v.data() + r0 * hp.n_embd_kv(), r1 - r0);
+            return;
+        }
+    });
+}
+
+// The rows that want logits (each sequence's last n_logits tokens): x itself when every row
+// does (decode), else copied into ws.out.
+const float* logit_rows(Region& r, const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
+    if (batch.n_logit_rows() == batch.n_tokens()) return ws.x.data();
     r.serial([&] {
         int row = 0;
         size_t t = 0;
@@ -71,12 +104,13 @@ void gather_logit_rows(Region& r, const HParams& hp, const Batch& batch, Forward
             t += size_t(s.n_tokens);
         }
     });
+    return ws.out.data();
 }
 
 }  // namespace
 
-void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv,
-                    ForwardWorkspace& ws, ThreadPool* pool, float* logits) const {
+void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, ForwardWorkspace& ws,
+                    ThreadPool* pool, float* logits) const {
     const HParams& hp = hp_;
     TROUPE_CHECK(int(kv.size()) == hp.n_layer);
     const int64_t n = batch.n_tokens();
@@ -86,45 +120,38 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv,
     ops::RopeParams rope = hp.rope;
     if (!w_.rope_freqs.empty()) rope.freq_factors = w_.rope_freqs.data();
     const float scale = 1.0f / std::sqrt(float(hp.head_dim));
-    const int n_seqs = int(ws.attn_seqs.size());
     const int n_out = batch.n_logit_rows();
     float* x = ws.x.data();
-    float* xb = ws.xb.data();
 
     run_region(pool, [&](Region& r) {
         ops::get_rows(r, w_.tok_embd, batch.tokens.data(), n, x);  // x = token embeddings
         for (int il = 0; il < hp.n_layer; ++il) {
             const LayerWeights& l = w_.layers[size_t(il)];
             const ops::KvLayerView& cache = kv[size_t(il)];
-            // attention block
-            ops::rms_norm(r, x, l.attn_norm.data(), xb, n, hp.n_embd, hp.rms_eps);
+            // attention block: Q, K, V of rms_norm(x) in one step
             const ops::Weight qkv[] = {l.wq, l.wk, l.wv};
             float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
-            ops::matmul_many(r, qkv, 3, xb, qkv_out, n);  // Q, K, V in one step
+            ops::matmul_many(r, qkv, 3, {.x = x, .norm = l.attn_norm.data(), .eps = hp.rms_eps},
+                             qkv_out, n);
             add_bias(r, ws.q.data(), l.bq, n);
             add_bias(r, ws.k.data(), l.bk, n);
             add_bias(r, ws.v.data(), l.bv, n);
-            ops::rope_apply(r, ws.q.data(), ws.rope.data(), n, hp.n_head, hp.head_dim, rope);
-            ops::rope_apply(r, ws.k.data(), ws.rope.data(), n, hp.n_head_kv, hp.head_dim, rope);
-            ops::kv_store(r, cache, ws.attn_seqs.data(), n_seqs, ws.k.data(), ws.v.data());
+            rotate_and_store(r, hp, rope, cache, ws);
             ops::attention(r, cache, ws.attn_plan, scale);
-            ops::matmul(r, l.wo, ws.attn.data(), ws.proj.data(), n);
-            ops::add_inplace(r, x, ws.proj.data(), n * hp.n_embd);  // residual
-            // feed-forward block (SwiGLU)
-            ops::rms_norm(r, x, l.ffn_norm.data(), xb, n, hp.n_embd, hp.rms_eps);
+            ops::matmul(r, l.wo, {.x = ws.attn.data()}, ws.proj.data(), n, x);  // x += wo attn
+            // feed-forward block (SwiGLU): gate and up of rms_norm(x), then x += down swiglu
             const ops::Weight gate_up[] = {l.w_gate, l.w_up};
             float* const gate_up_out[] = {ws.gate.data(), ws.up.data()};
-            ops::matmul_many(r, gate_up, 2, xb, gate_up_out, n);
-            ops::swiglu(r, ws.gate.data(), ws.up.data(), ws.gate.data(), n * hp.n_ff);
-            ops::matmul(r, l.w_down, ws.gate.data(), ws.proj.data(), n);
-            ops::add_inplace(r, x, ws.proj.data(), n * hp.n_embd);  // residual
+            ops::matmul_many(r, gate_up, 2, {.x = x, .norm = l.ffn_norm.data(), .eps = hp.rms_eps},
+                             gate_up_out, n);
+            ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), n,
+                        x);
         }
-        // output: final norm and projection of the rows that want logits only
+        // output: projection of the final norm of the rows that want logits only
         if (n_out == 0) return;
-        gather_logit_rows(r, hp, batch, ws);
-        ops::rms_norm(r, ws.out.data(), w_.output_norm.data(), ws.out.data(), n_out, hp.n_embd,
-                      hp.rms_eps);
-        ops::matmul(r, w_.output, ws.out.data(), logits, n_out);
+        const float* rows = logit_rows(r, hp, batch, ws);
+        ops::matmul(r, w_.output, {.x = rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps},
+                    logits, n_out);
     });
 }
 
