@@ -8,12 +8,13 @@
 //
 // Decode reads every weight once per token, so the kernel must keep up with memory bandwidth
 // with few instructions per 34-byte block. It works on groups of R rows (R = float lanes):
-// 1. every row of the group is streamed once, front to back (one sequential stream per
-//    thread: interleaving rows defeats the hardware prefetcher), one integer dot product per
-//    vector of blocks (two blocks per 512-bit vector) into a vector of partial sums, stored;
-// 2. the partial sums of the R rows are reduced together (pairwise ConcatEven/ConcatOdd),
-//    which leaves lane r holding row r's exact block sum: the block scales then apply in
-//    float lanes, one row per lane, in block order.
+// 1. the rows of a group are streamed four at a time (four sequential streams side by side,
+//    prefetched a fixed distance ahead), one integer dot product per vector of blocks (two
+//    blocks per 512-bit vector) and row; the four partial-sum vectors are reduced together
+//    in registers (InterleaveLower/Upper) and stored, with the block scales;
+// 2. the stored sums of the R rows are reduced further, which leaves lane r holding row r's
+//    exact block sum: the block scales then apply in float lanes, one row per lane, in block
+//    order.
 #if defined(TROUPE_KERNELS_GEMV32_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TROUPE_KERNELS_GEMV32_INL_H_
 #undef TROUPE_KERNELS_GEMV32_INL_H_
@@ -61,8 +62,8 @@ HWY_INLINE size_t Gemv32Vecs(int64_t n_blocks) {
 
 // Per-thread scratch of Gemv32Rows for rows of n_blocks blocks and T tokens.
 HWY_INLINE size_t Gemv32ScratchBytes(int64_t n_blocks, int T) {
-    return Gemv32Vecs(n_blocks) * size_t(T) * kG32Rows * sizeof(G32VI) +
-           size_t(n_blocks) * kG32Rows * sizeof(uint16_t);
+    return Gemv32Vecs(n_blocks) * size_t(T) * (kG32Rows / 4) * sizeof(G32VI) +
+           2 * size_t(n_blocks) * kG32Rows * sizeof(uint16_t);
 }
 
 // Q8_0 without VNNI multiplies signed levels (|w| times sign(x, w)); every other case takes
@@ -90,37 +91,6 @@ HWY_INLINE G32VI G32Dot(V w, V x, G32VI acc) {
     }
 }
 
-// Partial sums of vector j of a row (blocks j B .. j B + B - 1, B = kG32BlocksPerVec) with
-// T activation rows x[t]: part[t * part_stride]. Lanes hold sums of 4 products; the lanes of
-// one block are contiguous (8 of them, 4 with 128-bit vectors). kHalf: only block j B exists
-// (an odd number of blocks, two per vector).
-template <class Codec, int T, bool kHalf = false>
-HWY_INLINE void G32Partials(const uint8_t* row, size_t j, const int8_t* const* x, G32VI* part,
-                            size_t part_stride) {
-    const G32D8 d8;
-    const G32DI di;
-    const uint8_t* b = row + j * kG32BlocksPerVec * Codec::kBytes;
-    if constexpr (kG32BlocksPerVec == 2) {
-        const hn::Half<G32D8> dh;
-        const auto lo = G32Levels<Codec>(b, 0);
-        const auto hi = kHalf ? hn::Zero(dh) : G32Levels<Codec>(b + Codec::kBytes, 0);
-        const auto w = hn::Combine(d8, hi, lo);
-        for (int t = 0; t < T; ++t)
-            part[size_t(t) * part_stride] =
-                G32Dot<Codec>(w, hn::LoadU(d8, x[t] + 64 * j), hn::Zero(di));
-    } else {
-        constexpr size_t N8 = hn::MaxLanes(G32D8());
-        hn::Vec<G32D8> w[kG32VecsPerBlock];
-        for (size_t v = 0; v < kG32VecsPerBlock; ++v) w[v] = G32Levels<Codec>(b, v * N8);
-        for (int t = 0; t < T; ++t) {
-            G32VI acc = hn::Zero(di);
-            for (size_t v = 0; v < kG32VecsPerBlock; ++v)
-                acc = G32Dot<Codec>(w[v], hn::LoadU(d8, x[t] + 32 * j + v * N8), acc);
-            part[size_t(t) * part_stride] = acc;
-        }
-    }
-}
-
 // One reduction round: a and b hold partial sums of rows in each 128-bit block; the result
 // holds those of both with half as many partial sums per row (adjacent 32-bit lanes, then
 // adjacent 64-bit halves, of each 128-bit block are added).
@@ -136,28 +106,121 @@ HWY_INLINE G32VI G32Round64(G32VI a, G32VI b) {
                    hn::BitCast(di, hn::InterleaveUpper(d64, a64, b64)));
 }
 
-// part[r] (r < R): the partial-sum vectors of one block vector of R rows. Returns in out[b]
-// (b < kG32BlocksPerVec) block j B + b's exact sums, lane r = row r. Each 128-bit block of a
-// partial-sum vector holds 4 partial sums of one block; two rounds leave, per 128-bit block,
-// one sum for each of 4 rows, and the 128-bit blocks of one 32-value block are then added.
-HWY_INLINE void G32ReduceRows(const G32VI* HWY_RESTRICT part, G32VI* out) {
+// The levels of vector j of a row (blocks j B .. j B + B - 1, B = kG32BlocksPerVec): one
+// int8 vector per kG32VecsPerBlock. kHalf: only block j B exists (an odd number of blocks,
+// two per vector).
+template <class Codec, bool kHalf>
+HWY_INLINE void G32RowLevels(const uint8_t* row, size_t j, hn::Vec<G32D8>* w) {
+    const G32D8 d8;
+    const uint8_t* b = row + j * kG32BlocksPerVec * Codec::kBytes;
+    if constexpr (kG32BlocksPerVec == 2) {
+        const hn::Half<G32D8> dh;
+        const auto lo = G32Levels<Codec>(b, 0);
+        const auto hi = kHalf ? hn::Zero(dh) : G32Levels<Codec>(b + Codec::kBytes, 0);
+        w[0] = hn::Combine(d8, hi, lo);
+    } else {
+        for (size_t v = 0; v < kG32VecsPerBlock; ++v)
+            w[v] = G32Levels<Codec>(b, v * hn::MaxLanes(G32D8()));
+    }
+}
+
+// Copies the f16 scales (and minimums, for the types with one) of the blocks of vector j of
+// four rows (null: missing) into dw / mw: [n_blocks][R], columns 4q .. 4q + 3. With AVX-512,
+// one masked load per row and three permutes gather them (the scalar form takes two
+// instructions per value).
+template <class Codec, bool kHalf>
+HWY_INLINE void G32QuadScales(const uint8_t* const* rows, size_t j, size_t q, uint16_t* dw,
+                              uint16_t* mw) {
+    constexpr size_t R = kG32Rows;
+    const size_t k0 = j * kG32BlocksPerVec;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if constexpr (kG32BlocksPerVec == 2 && !kHalf && Codec::kBytes % 2 == 0) {
+        if (rows[3]) {
+            constexpr int S = int(Codec::kBytes / 2);  // word of the second block's scale
+            constexpr __mmask32 kMask = Codec::kHasMin ? (3u | (3u << S)) : (1u | (1u << S));
+            __m512i in[4];
+            for (int i = 0; i < 4; ++i)
+                in[i] = _mm512_maskz_loadu_epi16(kMask, rows[i] + k0 * Codec::kBytes);
+            // [d_e(a), d_e(b), d_o(a), d_o(b), m_e(a), m_e(b), m_o(a), m_o(b)] of rows a, b.
+            const __m512i pair =
+                _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0, 0, 32 + S + 1, S + 1, 33, 1, 32 + S, S, 32, 0);
+            const __m512i ab = _mm512_permutex2var_epi16(in[0], pair, in[1]);
+            const __m512i cd = _mm512_permutex2var_epi16(in[2], pair, in[3]);
+            // [d_e(0..3), d_o(0..3), m_e(0..3), m_o(0..3)]
+            const __m512i quad =
+                _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 39, 38, 7, 6, 37,
+                                 36, 5, 4, 35, 34, 3, 2, 33, 32, 1, 0);
+            const __m512i v = _mm512_permutex2var_epi16(ab, quad, cd);
+            const __m128i lo = _mm512_castsi512_si128(v);
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(dw + k0 * R + 4 * q), lo);
+            _mm_storeh_pd(reinterpret_cast<double*>(dw + (k0 + 1) * R + 4 * q),
+                          _mm_castsi128_pd(lo));
+            if constexpr (Codec::kHasMin) {
+                const __m128i hi = _mm512_extracti32x4_epi32(v, 1);
+                _mm_storel_epi64(reinterpret_cast<__m128i*>(mw + k0 * R + 4 * q), hi);
+                _mm_storeh_pd(reinterpret_cast<double*>(mw + (k0 + 1) * R + 4 * q),
+                              _mm_castsi128_pd(hi));
+            }
+            return;
+        }
+    }
+#endif
+    for (size_t i = 0; i < 4 && rows[i]; ++i)
+        for (size_t b = 0; b < (kHalf ? 1 : kG32BlocksPerVec); ++b) {
+            const uint8_t* blk = rows[i] + (k0 + b) * Codec::kBytes;
+            std::memcpy(dw + (k0 + b) * R + 4 * q + i, blk, 2);
+            if constexpr (Codec::kHasMin) std::memcpy(mw + (k0 + b) * R + 4 * q + i, blk + 2, 2);
+        }
+}
+
+// Partial sums of vector j of four rows (null: a missing row, all of them present when
+// kFull) with T activation rows x[t], reduced together two rounds: out[t * out_stride] holds
+// in each 128-bit block one sum per row (rows 0-3 in order) of that 128-bit block's part of a
+// 32-value block.
+template <class Codec, int T, bool kHalf, bool kFull>
+HWY_INLINE void G32Quad(const uint8_t* const* rows, size_t j, const int8_t* const* x, G32VI* out,
+                        size_t out_stride) {
+    const G32D8 d8;
+    const G32DI di;
+    hn::Vec<G32D8> w[4][kG32VecsPerBlock];
+    for (int i = 0; i < 4; ++i) {
+        if (kFull || rows[i]) {
+            G32RowLevels<Codec, kHalf>(rows[i], j, w[i]);
+        } else {
+            for (size_t v = 0; v < kG32VecsPerBlock; ++v) w[i][v] = hn::Zero(d8);
+        }
+    }
+    constexpr size_t N8 = hn::MaxLanes(G32D8());
+    const size_t x_at = j * kG32BlocksPerVec * 32;
+    for (int t = 0; t < T; ++t) {
+        G32VI p[4];
+        for (int i = 0; i < 4; ++i) p[i] = hn::Zero(di);
+        for (size_t v = 0; v < kG32VecsPerBlock; ++v) {
+            const auto xv = hn::LoadU(d8, x[t] + x_at + v * N8);
+            for (int i = 0; i < 4; ++i) p[i] = G32Dot<Codec>(w[i][v], xv, p[i]);
+        }
+        out[size_t(t) * out_stride] = G32Round64(G32Round32(p[0], p[1]), G32Round32(p[2], p[3]));
+    }
+}
+
+// quads[i] (i < R / 4): G32Quad's sums of rows 4i .. 4i + 3 for one block vector. Returns in
+// out[b] (b < kG32BlocksPerVec) block j B + b's exact sums, lane r = row r: the 128-bit
+// blocks of one 32-value block are added.
+HWY_INLINE void G32FinishRows(const G32VI* HWY_RESTRICT quads, G32VI* out) {
     const G32DI di;
     constexpr size_t R = kG32Rows;
-    G32VI v[R / 4];
-    for (size_t i = 0; i < R / 4; ++i)
-        v[i] = G32Round64(G32Round32(part[4 * i], part[4 * i + 1]),
-                          G32Round32(part[4 * i + 2], part[4 * i + 3]));
-    // v[i]: rows 4i .. 4i + 3 in each 128-bit block.
     if constexpr (R == 4) {
-        out[0] = v[0];
+        out[0] = quads[0];
     } else if constexpr (R == 8) {  // 128-bit blocks [rows 0-3, rows 0-3], [rows 4-7, ...]
-        out[0] =
-            hn::Add(hn::ConcatLowerLower(di, v[1], v[0]), hn::ConcatUpperUpper(di, v[1], v[0]));
+        out[0] = hn::Add(hn::ConcatLowerLower(di, quads[1], quads[0]),
+                         hn::ConcatUpperUpper(di, quads[1], quads[0]));
     } else {  // R == 16, two blocks per vector: 128-bit blocks [e, e, o, o] of 4 rows
         G32VI z[2];
         for (size_t h = 0; h < 2; ++h) {
-            const G32VI s0 = hn::Add(v[2 * h], hn::SwapAdjacentBlocks(v[2 * h]));
-            const G32VI s1 = hn::Add(v[2 * h + 1], hn::SwapAdjacentBlocks(v[2 * h + 1]));
+            const G32VI v0 = quads[2 * h], v1 = quads[2 * h + 1];
+            const G32VI s0 = hn::Add(v0, hn::SwapAdjacentBlocks(v0));
+            const G32VI s1 = hn::Add(v1, hn::SwapAdjacentBlocks(v1));
             z[h] = hn::OddEvenBlocks(s1, s0);  // [e rows 0-3, e 4-7, o 0-3, o 4-7] (+ 8h)
         }
         out[0] = hn::ConcatLowerLower(di, z[1], z[0]);
@@ -165,70 +228,66 @@ HWY_INLINE void G32ReduceRows(const G32VI* HWY_RESTRICT part, G32VI* out) {
     }
 }
 
-// The f16 values at byte `at` of the rows of a group (byte offsets row_offsets from `rows`),
-// as floats, lane r = row r.
-HWY_INLINE hn::Vec<G32DF> G32Scales(const uint8_t* rows, hn::Vec<G32DI> row_offsets, size_t at) {
-    const G32DI di;
-    const G32DF df;
-    const hn::RebindToUnsigned<G32DI> du;
-    const auto bits =
-        hn::GatherOffset(di, reinterpret_cast<const int32_t*>(rows + at), row_offsets);
-    return F32FromF16Bits(df, hn::TruncateTo(G32DH(), hn::BitCast(du, bits)));
-}
-
-// Rows [o, o + nr) (nr <= R) of one group: y[t * ldy + r] for row o + r. Prefetches from pf
-// on, about one cache line per 64 bytes read, never past pf_end.
+// Rows [o, o + nr) (nr <= R) of one group: y[t * ldy + r] for row o + r. The rows are read in
+// quads (four streams side by side: the reduction of their partial sums starts in registers);
+// prefetching runs from pf on, a cache line per 64 bytes read, never past pf_end.
 template <class Codec, int T>
 HWY_INLINE void Gemv32Group(const uint8_t* w, size_t stride, int64_t o, size_t nr,
                             const GemvActs& a, const ops::ActLayout& l, float* y, int64_t ldy,
                             const uint8_t*& pf, const uint8_t* pf_end, uint8_t* scratch) {
-    constexpr size_t R = kG32Rows;
+    constexpr size_t R = kG32Rows, Q = R / 4;
     const int64_t n_blocks = l.n_blocks;
     const size_t n_vecs = Gemv32Vecs(n_blocks);
-    auto* part = reinterpret_cast<G32VI*>(scratch);  // [n_vecs][T][R]
-    const uint8_t* rows = w + size_t(o) * stride;
+    const size_t n_full = size_t(n_blocks) / kG32BlocksPerVec;
+    auto* quads = reinterpret_cast<G32VI*>(scratch);                         // [n_vecs][T][Q]
+    auto* dw = reinterpret_cast<uint16_t*>(quads + n_vecs * size_t(T) * Q);  // [n_blocks][R]
+    uint16_t* mw = dw + size_t(n_blocks) * R;                                // [n_blocks][R]
+    const uint8_t* first = w + size_t(o) * stride;
     const uint8_t* pf_last = pf_end - 64;
     const int8_t* x[T];
     for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const int8_t*>(a.row[t]);
-    const size_t n_full = size_t(n_blocks) / kG32BlocksPerVec;
-    uint16_t* dw = reinterpret_cast<uint16_t*>(part + n_vecs * size_t(T) * R);  // [n_blocks][R]
-    for (size_t r = 0; r < nr; ++r) {
-        const uint8_t* row = rows + r * stride;
-        G32VI* p = part + r;
-        uint16_t* dwr = dw + r;
-        // One cache line per vector of blocks, then catch up with the row's length.
-        const bool prefetch_all = pf + 64 * n_full <= pf_last;
-        for (size_t j = 0; j < n_full; ++j, p += size_t(T) * R) {
-            if (prefetch_all) hwy::Prefetch(pf + 64 * j);
-            G32Partials<Codec, T>(row, j, x, p, R);
-            for (size_t b = 0; b < kG32BlocksPerVec; ++b)
-                std::memcpy(dwr + (j * kG32BlocksPerVec + b) * R,
-                            row + (j * kG32BlocksPerVec + b) * Codec::kBytes, 2);
+    for (size_t q = 0; q < Q; ++q) {
+        const uint8_t* rows[4];
+        for (size_t i = 0; i < 4; ++i)
+            rows[i] = 4 * q + i < nr ? first + (4 * q + i) * stride : nullptr;
+        if (!rows[0]) {  // a partial group: rows past its end are zero (lanes not stored)
+            for (size_t j = 0; j < n_vecs * size_t(T); ++j) quads[j * Q + q] = hn::Zero(G32DI());
+            continue;
         }
-        if (prefetch_all) pf += 64 * n_full;
+        // About four cache lines per vector of blocks of four rows.
+        const bool prefetch_all = pf + 4 * 64 * n_full <= pf_last;
+        G32VI* out = quads + q;
+        if (rows[3]) {
+            for (size_t j = 0; j < n_full; ++j, out += size_t(T) * Q) {
+                if (prefetch_all)
+                    for (size_t i = 0; i < 4; ++i) hwy::Prefetch(pf + 64 * (4 * j + i));
+                G32Quad<Codec, T, false, true>(rows, j, x, out, Q);
+                G32QuadScales<Codec, false>(rows, j, q, dw, mw);
+            }
+        } else {
+            for (size_t j = 0; j < n_full; ++j, out += size_t(T) * Q) {
+                G32Quad<Codec, T, false, false>(rows, j, x, out, Q);
+                G32QuadScales<Codec, false>(rows, j, q, dw, mw);
+            }
+        }
+        if (prefetch_all) pf += 4 * 64 * n_full;
         if (n_full < n_vecs) {
-            G32Partials<Codec, T, true>(row, n_full, x, p, R);
-            std::memcpy(dwr + size_t(n_blocks - 1) * R, row + size_t(n_blocks - 1) * Codec::kBytes,
-                        2);
+            G32Quad<Codec, T, true, false>(rows, n_full, x, out, Q);
+            G32QuadScales<Codec, true>(rows, n_full, q, dw, mw);
         }
-        for (; pf < row + stride + kPrefetchBytes; pf += 64)
-            hwy::Prefetch(pf < pf_last ? pf : pf_last);
+        const uint8_t* done = (rows[3] ? rows[3] : first + (nr - 1) * stride) + stride;
+        for (; pf < done + kPrefetchBytes; pf += 64) hwy::Prefetch(pf < pf_last ? pf : pf_last);
     }
     const G32DI di;
     const G32DF df;
-    for (size_t r = nr; r < R; ++r)  // a partial group: zero rows (lanes not stored)
-        for (size_t j = 0; j < n_vecs * size_t(T); ++j) part[j * R + r] = hn::Zero(di);
-    const auto row_offsets = hn::Mul(hn::Min(hn::Iota(di, 0), hn::Set(di, int32_t(nr) - 1)),
-                                     hn::Set(di, int32_t(stride)));
     hn::Vec<G32DF> acc[T];
     for (int t = 0; t < T; ++t) acc[t] = hn::Zero(df);
     for (size_t j = 0; j < n_vecs; ++j) {
         G32VI isum[T][kG32BlocksPerVec];
-        for (int t = 0; t < T; ++t) G32ReduceRows(part + (j * size_t(T) + size_t(t)) * R, isum[t]);
+        for (int t = 0; t < T; ++t) G32FinishRows(quads + (j * size_t(T) + size_t(t)) * Q, isum[t]);
         for (size_t b = 0; b < kG32BlocksPerVec; ++b) {
             const int64_t k = int64_t(j * kG32BlocksPerVec + b);
             if (k >= n_blocks) break;
-            const size_t at = size_t(k) * Codec::kBytes;
             const auto dwv = F32FromF16Bits(df, hn::Load(G32DH(), dw + size_t(k) * R));
             for (int t = 0; t < T; ++t) {
                 G32VI is = isum[t][b];
@@ -240,8 +299,8 @@ HWY_INLINE void Gemv32Group(const uint8_t* w, size_t stride, int64_t o, size_t n
                 acc[t] = hn::MulAdd(hn::ConvertTo(df, is), hn::Mul(dwv, hn::Set(df, dx)), acc[t]);
                 if constexpr (Codec::kHasMin) {
                     const float sx = reinterpret_cast<const float*>(a.row[t] + l.sum_offset)[k];
-                    const auto mw = G32Scales(rows, row_offsets, at + 2);
-                    acc[t] = hn::MulAdd(hn::Set(df, sx), mw, acc[t]);
+                    const auto mwv = F32FromF16Bits(df, hn::Load(G32DH(), mw + size_t(k) * R));
+                    acc[t] = hn::MulAdd(hn::Set(df, sx), mwv, acc[t]);
                 }
             }
         }
