@@ -39,6 +39,31 @@ constexpr bool kFewRegisters = HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4;
 // exceeds it by more, which after the first keys almost never happens.
 constexpr float kMaxLag = 8.0f;
 
+// e^x for x <= 88 (the softmax's exponentials: x <= kMaxLag), 0 below -87 and for -inf
+// and NaN. Within 2 ulp of std::exp: x = n ln2 + r with |r| <= ln2/2, e^r by a polynomial
+// (hwy's Exp coefficients), 2^n from n's bits. About 15 instructions, two thirds of hwy's
+// Exp (which handles the whole range).
+HWY_INLINE AV ExpSoftmax(AV x) {
+    const AF df;
+    const hn::RebindToUnsigned<AF> du;
+    // t = round(x / ln2) + 127 in the low bits of a float near 1.5 * 2^23.
+    const AV magic = hn::Set(df, 12582912.0f + 127.0f);
+    const AV t = hn::MulAdd(x, hn::Set(df, 1.44269504088896341f), magic);
+    const AV n = hn::Sub(t, magic);
+    AV r = hn::MulAdd(n, hn::Set(df, -0.693145751953125f), x);
+    r = hn::MulAdd(n, hn::Set(df, -1.428606765330187045e-6f), r);
+    AV p = hn::Set(df, 0.000198527617612853646278381f);
+    p = hn::MulAdd(p, r, hn::Set(df, 0.00139304355252534151077271f));
+    p = hn::MulAdd(p, r, hn::Set(df, 0.00833336077630519866943359f));
+    p = hn::MulAdd(p, r, hn::Set(df, 0.0416664853692054748535156f));
+    p = hn::MulAdd(p, r, hn::Set(df, 0.166666671633720397949219f));
+    p = hn::MulAdd(p, r, hn::Set(df, 0.5f));
+    p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
+    p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
+    const AV scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::BitCast(du, t)));  // 2^n
+    return hn::IfThenElseZero(hn::Gt(x, hn::Set(df, -87.0f)), hn::Mul(p, scale));
+}
+
 // Floats per padded head vector: head_dim rounded up to whole vectors.
 HWY_INLINE size_t PaddedHeadDim(int head_dim) {
     const size_t N = hn::Lanes(AF());
@@ -65,17 +90,18 @@ HWY_INLINE AV LoadKvChunk(const uint8_t* HWY_RESTRICT row, size_t c, size_t hd) 
 }
 
 // Rows [0, n) at src (row_bytes apart) in float into dst[j * hd_pad + d]; the padding
-// columns and the rows n .. kStepKeys are zero.
-template <bool kF16>
+// columns and the rows n .. kStepKeys are zero. kChunks as for LoadKvChunk.
+template <bool kF16, size_t kChunks>
 HWY_INLINE void ConvertKvRows(const uint8_t* HWY_RESTRICT src, size_t row_bytes, int n, size_t hd,
                               size_t hd_pad, float* HWY_RESTRICT dst) {
     const AF df;
     const size_t N = hn::Lanes(df);
-    for (int j = 0; j < int(kStepKeys); ++j, src += row_bytes) {
-        float* row = dst + size_t(j) * hd_pad;
-        for (size_t c = 0; c * N < hd_pad; ++c)
-            hn::Store(j < n ? LoadKvChunk<kF16, 0>(src, c, hd) : hn::Zero(df), df, row + c * N);
-    }
+    const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
+    for (int j = 0; j < n; ++j, src += row_bytes, dst += hd_pad)
+        for (size_t c = 0; c < n_chunks; ++c)
+            hn::Store(LoadKvChunk<kF16, kChunks>(src, c, hd), df, dst + c * N);
+    for (int j = n; j < int(kStepKeys); ++j, dst += hd_pad)
+        for (size_t c = 0; c < n_chunks; ++c) hn::Store(hn::Zero(df), df, dst + c * N);
 }
 
 // Starts loading the K and V rows of one kv head of a block (software prefetch): a block's

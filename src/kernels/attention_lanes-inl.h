@@ -137,7 +137,7 @@ HWY_INLINE void LanesSoftmax(const float* HWY_RESTRICT s, int n, int32_t pos0,
     const auto grow = hn::Gt(mx, hn::Add(mo, hn::Set(df, kMaxLag)));
     if (HWY_UNLIKELY(!hn::AllFalse(df, grow))) {
         const AV mn = hn::IfThenElse(grow, mx, mo);
-        const AV a = hn::Exp(df, hn::Sub(mo, mn));  // 1 where unchanged, 0 from -inf
+        const AV a = ExpSoftmax(hn::Sub(mo, mn));  // 1 where unchanged, 0 from -inf
         hn::Store(hn::Mul(hn::Load(df, l), a), df, l);
         hn::Store(mn, df, m);
         hn::Store(a, df, alpha);
@@ -154,7 +154,7 @@ HWY_INLINE void LanesSoftmax(const float* HWY_RESTRICT s, int n, int32_t pos0,
     const AV mu = hn::IfThenElse(hn::Eq(mo, neg_inf), hn::Zero(df), mo);
     AV lsum = hn::Load(df, l);
     for (int j = 0; j < int(kStepKeys); ++j) {
-        const AV pj = hn::Exp(df, hn::Sub(sv[j], mu));
+        const AV pj = ExpSoftmax(hn::Sub(sv[j], mu));
         lsum = hn::Add(lsum, pj);
         hn::Store(pj, df, p + size_t(j) * p_stride);
     }
@@ -238,8 +238,8 @@ HWY_NOINLINE void AttendLanes(const ops::KvLayerView& kv, int head, const int32_
     ForEachKeyStep(kv, head, block_table, k0, end, hd * (kF16 ? 2 : 4),
                    [&](const uint8_t* kr, const uint8_t* vr, int n, int32_t pos0) {
                        const size_t row_bytes = hd * (kF16 ? 2 : 4);
-                       ConvertKvRows<kF16>(kr, row_bytes, n, hd, hd_pad, sc.kf);
-                       ConvertKvRows<kF16>(vr, row_bytes, n, hd, hd_pad, sc.vf);
+                       ConvertKvRows<kF16, kChunks>(kr, row_bytes, n, hd, hd_pad, sc.kf);
+                       ConvertKvRows<kF16, kChunks>(vr, row_bytes, n, hd, hd_pad, sc.vf);
                        for (int g = 0; g < n_groups; ++g) {
                            const int32_t* qp = sc.qpos + size_t(g) * N;
                            float* pg = sc.p + size_t(g) * N;

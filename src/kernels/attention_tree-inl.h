@@ -63,8 +63,9 @@ HWY_INLINE void ScoreLeaf(const float* HWY_RESTRICT qs, size_t hd_pad, size_t hd
     const AF df;
     const size_t N = hn::Lanes(df);
     const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
-    for (int m = 0; m < kM; ++m) acc[m] = hn::Zero(df);
-    for (size_t c = 0; c < n_chunks; ++c) {
+    const AV k0 = LoadKvChunk<kF16, kChunks>(krow, 0, hd);
+    for (int m = 0; m < kM; ++m) acc[m] = hn::Mul(hn::LoadU(df, qs + size_t(m) * hd_pad), k0);
+    for (size_t c = 1; c < n_chunks; ++c) {
         const AV k = LoadKvChunk<kF16, kChunks>(krow, c, hd);
         for (int m = 0; m < kM; ++m)
             acc[m] = hn::MulAdd(hn::LoadU(df, qs + size_t(m) * hd_pad + c * N), k, acc[m]);
@@ -109,7 +110,7 @@ struct TreeState {
 HWY_INLINE void RescaleTreeState(const TreeState& st, int m, float m_new, size_t hd_pad) {
     const AF df;
     const size_t N = hn::Lanes(df);
-    const AV alpha = hn::Exp(df, hn::Set(df, st.m[m] - m_new));
+    const AV alpha = ExpSoftmax(hn::Set(df, st.m[m] - m_new));
     float* o = st.o + size_t(m) * hd_pad;
     for (size_t c = 0; c < hd_pad; c += N)
         hn::StoreU(hn::Mul(hn::LoadU(df, o + c), alpha), df, o + c);
@@ -162,7 +163,7 @@ HWY_NOINLINE void TreeStep(const float* HWY_RESTRICT qs, size_t hd_pad, size_t h
         const AV mu = hn::Set(df, vis > 0 ? st.m[m] : 0.0f);
         float* l = st.l + size_t(m) * kStepKeys;
         for (size_t v = 0; v < kStepVecs; ++v) {
-            const AV pv = hn::Exp(df, hn::Sub(s[m][v], mu));
+            const AV pv = ExpSoftmax(hn::Sub(s[m][v], mu));
             hn::Store(pv, df, p[m] + v * N);
             hn::Store(hn::Add(hn::Load(df, l + v * N), pv), df, l + v * N);
         }
