@@ -137,6 +137,16 @@ void add_tasks(Plan& plan, const std::vector<int>& qids, int h, const int32_t* b
     }
 }
 
+// Key-range chunks per unit of work so that n_work units give every thread several tasks of
+// equal size (a multiple of n_threads when the count is small): at least 4 per thread, so
+// that a worker that joins late (descheduled by other processes) still takes its share.
+int chunks_for(int64_t n_work, int n_threads) {
+    if (n_work <= 0 || n_work >= 4 * n_threads) return 1;
+    int c = int((4 * n_threads + n_work - 1) / n_work);
+    while ((n_work * c) % n_threads != 0 && c < 4 * n_threads) ++c;
+    return c;
+}
+
 Plan make_plan(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                const std::vector<SharedPrefixGroup>& groups, int n_head, int n_threads) {
     Plan plan;
@@ -160,13 +170,10 @@ Plan make_plan(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
     for (int s = 0; s < n_seqs; ++s)
         n_work += (seqs[s].n_q * group + kMaxTaskQVecs - 1) / kMaxTaskQVecs;
     n_work *= kv.n_kv_head;
-    const int n_chunks =
-        int(std::max<int64_t>(1, (4 * n_threads + n_work - 1) / std::max<int64_t>(n_work, 1)));
+    const int n_chunks = chunks_for(n_work, n_threads);
 
     // The shared ranges are long and few: split them for all threads too.
-    const int64_t n_shared_work = int64_t(groups.size()) * kv.n_kv_head;
-    const int n_shared_chunks = int(std::max<int64_t>(
-        1, (4 * n_threads + n_shared_work - 1) / std::max<int64_t>(n_shared_work, 1)));
+    const int n_shared_chunks = chunks_for(int64_t(groups.size()) * kv.n_kv_head, n_threads);
 
     std::vector<int> qids;
     for (const SharedPrefixGroup& g : groups)
@@ -195,6 +202,12 @@ Plan make_plan(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
             }
         }
     }
+    // Longest first (estimated by query vectors x keys): the dynamic split of the pool then
+    // ends with short tasks, and the threads finish together.
+    std::stable_sort(plan.tasks.begin(), plan.tasks.end(), [](const Task& a, const Task& b) {
+        return int64_t(a.q_end - a.q_begin) * (a.k1 - a.k0) >
+               int64_t(b.q_end - b.q_begin) * (b.k1 - b.k0);
+    });
     return plan;
 }
 
