@@ -1,6 +1,6 @@
 // Attention over the paged KV cache: the work is cut into tasks (kv head x a tile of query
 // vectors x a range of key positions), each producing online-softmax partial states with the
-// kernel of attention-inl.h; the states of a query vector are then merged by log-sum-exp.
+// kernels of attention-inl.h; the states of a query vector are then merged by log-sum-exp.
 //
 // - Decode (one row per sequence): few query vectors, so long key ranges are split into
 //   chunks that run on different threads (flash-decoding).
@@ -8,6 +8,7 @@
 // - Shared prefixes: sequences whose block tables begin with the same physical blocks read
 //   those blocks once for all their query vectors (one task set over the shared range), then
 //   each adds its private remainder, and the two partial results merge.
+// Tasks run longest first, so that the pool's dynamic split ends with short ones.
 #include "kernels/simd_targets.h"  // first: decides the targets
 
 #undef HWY_TARGET_INCLUDE

@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/attention_common-inl.h"
 
