@@ -1,6 +1,6 @@
 // Attention over the paged KV cache: the work is cut into tasks (kv head x a tile of query
 // vectors x a range of key positions), each producing online-softmax partial states with the
-// kernel of attention-inl.h; the states of a query vector are then merged by log-sum-exp.
+// kernels of attention-inl.h; the states of a query vector are then merged by log-sum-exp.
 //
 // - Key ranges are cut at fixed positions (kAttentionKeyChunk): decode splits long contexts
 //   over threads (flash-decoding), and a row's result does not depend on its batch.
@@ -8,6 +8,7 @@
 // - Shared prefixes: sequences whose block tables begin with the same physical blocks read
 //   those blocks once for all their query vectors (one task set over the shared range), then
 //   each adds its private remainder, and the two partial results merge.
+// Tasks run longest first, so that the pool's dynamic split ends with short ones.
 #include "kernels/simd_targets.h"  // first: decides the targets
 
 #undef HWY_TARGET_INCLUDE
@@ -285,6 +286,14 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
             }
         }
     }
+    // Longest first (estimated by query vectors x keys): the dynamic split of the region then
+    // ends with short tasks, and the threads finish together. Slots are fixed above, so the
+    // order of the merge (and the result) does not depend on this.
+    std::stable_sort(plan.tasks.begin(), plan.tasks.end(),
+                     [](const AttentionPlan::Task& a, const AttentionPlan::Task& b) {
+                         return int64_t(a.slot1 - a.slot0) * (a.k1 - a.k0) >
+                                int64_t(b.slot1 - b.slot0) * (b.k1 - b.k0);
+                     });
     index_merges(plan);
 }
 

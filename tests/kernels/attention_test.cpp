@@ -124,6 +124,74 @@ TEST(Attention, DecodeAndPrefillMatchReference) {
             }
 }
 
+// Every GQA group size from 1 to 8, with query counts around the point where the kernel
+// switches from the tree form (few query vectors) to queries in lanes (many): decode rows
+// (group query vectors), short and long prefills, chunked prefill that starts mid-block.
+TEST(Attention, GroupSizesAndQueryCounts) {
+    ThreadPool pool(2);
+    for (int group : {1, 2, 3, 4, 5, 8})
+        for (DType type : {DType::F16, DType::F32}) {
+            if (type == DType::F32 && group != 3 && group != 8) continue;
+            SCOPED_TRACE(::testing::Message() << "group " << group << " " << type_name(type));
+            const int n_kv_head = group == 8 ? 1 : 2, n_head = n_kv_head * group;
+            const int block_size = 16, head_dim = 64, n_blocks = 24;
+            TestKv kv(type, n_blocks, block_size, n_kv_head, head_dim);
+            std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+            std::iota(table.begin(), table.end(), 0);
+            std::reverse(table.begin(), table.end());
+            fill_cache(kv, table, n_blocks * block_size, uint32_t(group));
+            std::vector<TestSeq> seqs;
+            uint32_t seed = 100;
+            for (int n_q : {1, 2, 3, 5, 8, 15, 16, 17, 33})
+                seqs.push_back(make_seq(table, 300 - n_q, n_q, n_head, head_dim, seed++));
+            seqs.push_back(make_seq(table, 0, 70, n_head, head_dim, seed++));
+            seqs.push_back(make_seq(table, 21, 43, n_head, head_dim, seed++));
+            check_against_reference(kv, seqs, n_head, &pool, false);
+            check_against_reference(kv, seqs, n_head, nullptr, false);
+        }
+}
+
+// Long contexts (the key range split over tasks) with scores of a wide range that grow
+// along the positions, so that the running maximum moves often and by large steps (the
+// rescaling paths), and that fall (the first keys dominate).
+TEST(Attention, LongContextsWithMovingMaximum) {
+    ThreadPool pool(2);
+    const int block_size = 16, head_dim = 64, n_kv_head = 2, n_head = 6, n_pos = 1500;
+    const int n_blocks = n_pos / block_size + 1;
+    for (bool rising : {true, false}) {
+        SCOPED_TRACE(rising ? "rising scores" : "falling scores");
+        TestKv kv(DType::F16, n_blocks, block_size, n_kv_head, head_dim);
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), std::mt19937(7));
+        // K rows all point along (1, 1, ..) with a length that changes with the position:
+        // scores from about -40 to +120 against a query along the same direction (beyond
+        // the range of float exponentials: a kernel must move its running maximum).
+        const int row = n_kv_head * head_dim;
+        std::vector<float> k(size_t(n_pos * row)), v(k.size());
+        auto noise = random_floats(k.size(), 5, -0.2f, 0.2f);
+        auto values = random_floats(v.size(), 6, -1.0f, 1.0f);
+        for (int p = 0; p < n_pos; ++p) {
+            const float t = float(p) / float(n_pos);
+            const float len = (rising ? t : 1.0f - t) * 10.0f - 2.5f;
+            for (int i = 0; i < row; ++i) {
+                k[size_t(p * row + i)] = len + noise[size_t(p * row + i)];
+                v[size_t(p * row + i)] = values[size_t(p * row + i)];
+            }
+        }
+        std::vector<int32_t> pos(static_cast<size_t>(n_pos));
+        std::iota(pos.begin(), pos.end(), 0);
+        ops::ref::kv_store(kv.view, table.data(), pos.data(), k.data(), v.data(), n_pos);
+        std::vector<TestSeq> seqs;
+        for (int first : {1499, 1023, 700})
+            seqs.push_back(make_seq(table, first, 1, n_head, head_dim, 9));
+        seqs.push_back(make_seq(table, 1400, 30, n_head, head_dim, 10));
+        for (TestSeq& s : seqs)
+            for (float& x : s.q) x = 2.0f + 0.2f * x;  // along (1, 1, ..)
+        check_against_reference(kv, seqs, n_head, &pool, false);
+    }
+}
+
 TEST(Attention, SharedPrefixEqualsPlainAttention) {
     ThreadPool pool(2);
     for (int n_seqs : {2, 3, 8}) {
