@@ -64,10 +64,42 @@ HWY_INLINE AV ExpSoftmax(AV x) {
     return hn::IfThenElseZero(hn::Gt(x, hn::Set(df, -87.0f)), hn::Mul(p, scale));
 }
 
+// The canonical arithmetic. A query vector's result must not depend on the kernel that computes
+// it nor on the other query vectors of its task (batch invariance: a row decoded alone, in a
+// prefill chunk or through a shared prefix gives the same bits), so both kernels compute,
+// per target (N lanes, head padded with zeros to whole vectors):
+//   score   of q and key k: N partial sums P_r, r < N, each the FMA chain over the chunks
+//           c = 0, 1, .. of q[cN + r] * k[cN + r] (the first a product); then the balanced
+//           pairwise tree over them: adjacent aligned pairs, then pairs of pairs, ..
+//           ((P_0 + P_1) + (P_2 + P_3)) + .. (the tree kernel's lanes, see PairSums);
+//   steps   of up to kStepKeys keys from ForEachKeyStep (aligned to the task's key range and
+//           the blocks), keys a query vector does not see score -inf (an exact 0 after Exp);
+//   softmax per step: if a visible score exceeds the running maximum m by more than
+//           kMaxLag, m becomes the step's largest visible score and l and o are multiplied
+//           by ExpSoftmax(m_old - m_new); then p_j = ExpSoftmax(s_j - m) (m = 0 before any
+//           visible key);
+//   sums    l is kept per key position j < kStepKeys of the steps, l_j += p_j, and summed
+//           at the end by SumStepSums; o[d] = FMA(p_j, v_j[d], o[d]) for the step's keys in
+//           ascending order.
+
+constexpr int Log2Lanes(size_t n) {
+    return n <= 1 ? 0 : 1 + Log2Lanes(n / 2);
+}
+
 // Floats per padded head vector: head_dim rounded up to whole vectors.
 HWY_INLINE size_t PaddedHeadDim(int head_dim) {
     const size_t N = hn::Lanes(AF());
     return (size_t(head_dim) + N - 1) / N * N;
+}
+
+// The sum of exponentials of a query vector from its per-position sums l16[kStepKeys]
+// (64-byte aligned): the one order every kernel uses.
+HWY_INLINE float SumStepSums(const float* HWY_RESTRICT l16) {
+    const AF df;
+    const size_t N = hn::Lanes(df);
+    AV sum = hn::Zero(df);
+    for (size_t v = 0; v < kStepKeys; v += N) sum = hn::Add(sum, hn::Load(df, l16 + v));
+    return ReduceSum(df, sum);
 }
 
 // Chunk c (lanes c*N ..) of a K or V row in float. kChunks != 0: the head is exactly

@@ -2,11 +2,13 @@
 // prompt prefix they share), query vectors in lanes: group g holds query vectors
 // g*N .. g*N+N-1, one per lane. Per step of up to kStepKeys keys of one block:
 //   K and V rows are converted to float once (kf, vf) for all query vectors;
-//   scores  s[j] = sum_d k_j[d] * qt[d]: a broadcast key value times the transposed queries,
-//           kStepKeys accumulators; no horizontal sums at all;
+//   scores  broadcast key values times the transposed queries (no horizontal sums), in the
+//           canonical order of attention_common-inl.h: per key, N partial sums over the
+//           dimensions d = r mod N, then their balanced tree (the tree kernel's lanes);
 //   softmax element-wise over the lanes: one maximum per query vector from vector maxima,
 //           one Exp per key and group, the output rescaled only for query vectors whose
-//           score exceeds the running maximum by more than kMaxLag;
+//           score exceeds the running maximum by more than kMaxLag; sums of exponentials
+//           per key position of the step, as the tree kernel keeps them;
 //   values  o[q] += sum_j p[j][q] v_j with the head dimension in lanes, a tile of query
 //           vectors x chunks of the head in registers, p[j][q] broadcast from memory.
 #if defined(TROUPE_KERNELS_ATTENTION_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -29,15 +31,16 @@ namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR
 
-// Keys whose scores are accumulated at once (registers).
-constexpr int kLanesScoreKeys = kFewRegisters ? 8 : 16;
+// Keys whose scores are accumulated at once: each holds log2(N) + 1 vectors of partial sums
+// at the deepest point of its tree, within the registers.
+constexpr int kLanesScoreKeys = HWY_TARGET == HWY_AVX2 ? 2 : 4;
 
 // The scratch of AttendLanes, carved from one 64-byte aligned buffer.
 struct LanesScratch {
-    float* qt;      // [n_groups][hd][N] scaled query vectors, transposed
+    float* qt;      // [n_groups][hd_pad][N] scaled query vectors, transposed
     int32_t* qpos;  // [n_groups][N] positions (INT32_MAX in unused lanes: sees every key)
     float* m;       // [n_groups][N] running maxima
-    float* l;       // [n_groups][N] sums of exponentials
+    float* l;       // [n_groups][kStepKeys][N] sums of exponentials per key position
     float* kf;      // [kStepKeys][hd_pad] the step's K rows in float
     float* vf;      // [kStepKeys][hd_pad] the step's V rows in float
     float* s;       // [kStepKeys][N] one group's scores
@@ -48,10 +51,10 @@ struct LanesScratch {
     static void Sizes(int nq, size_t hd, size_t hd_pad, size_t (&sizes)[9]) {
         const size_t N = hn::Lanes(AF());
         const size_t n_groups = (size_t(nq) + N - 1) / N;
-        const size_t raw[9] = {n_groups * hd * N,
+        const size_t raw[9] = {n_groups * hd_pad * N,
                                n_groups * N,
                                n_groups * N,
-                               n_groups * N,
+                               n_groups * kStepKeys * N,
                                kStepKeys * hd_pad,
                                kStepKeys * hd_pad,
                                kStepKeys * N,
@@ -86,30 +89,51 @@ struct LanesScratch {
     }
 };
 
-// Scores of the step's kStepKeys keys (kf) against one group (qt: [hd][N]): s[j][lane].
-// kChunks != 0: hd = hd_pad = kChunks * N (known offsets: one pointer for all keys).
+// Partial sums of keys kf[j * hd_pad], j < kJ, with one group (qt: [hd_pad][N]) over the
+// dimensions d = r mod N, r in [r0, r0 + 2^kLevel), summed as the balanced tree: out[j].
+template <int kLevel, int kJ, size_t kChunks>
+HWY_INLINE void LanesScoreTree(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT kf,
+                               size_t hd_pad, size_t r0, AV (&out)[kJ]) {
+    const AF df;
+    constexpr size_t N = kMaxLanes;
+    if constexpr (kLevel == 0) {
+        const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
+        AV q = hn::Load(df, qt + r0 * N);
+        for (int j = 0; j < kJ; ++j) out[j] = hn::Mul(hn::Set(df, kf[size_t(j) * hd_pad + r0]), q);
+        for (size_t c = 1; c < n_chunks; ++c) {
+            const size_t d = c * N + r0;
+            q = hn::Load(df, qt + d * N);
+            for (int j = 0; j < kJ; ++j)
+                out[j] = hn::MulAdd(hn::Set(df, kf[size_t(j) * hd_pad + d]), q, out[j]);
+        }
+    } else {
+        constexpr size_t kHalf = size_t(1) << (kLevel - 1);
+        AV a[kJ], b[kJ];
+        LanesScoreTree<kLevel - 1, kJ, kChunks>(qt, kf, hd_pad, r0, a);
+        LanesScoreTree<kLevel - 1, kJ, kChunks>(qt, kf, hd_pad, r0 + kHalf, b);
+        for (int j = 0; j < kJ; ++j) out[j] = hn::Add(a[j], b[j]);
+    }
+}
+
+// Scores of the step's first n keys (kf) against one group (qt: [hd_pad][N]): s[j][lane].
+// kChunks != 0: hd_pad = kChunks * N (known offsets).
 template <int kJ, size_t kChunks>
 HWY_INLINE void LanesScores(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT kf,
-                            size_t hd_rt, size_t hd_pad_rt, float* HWY_RESTRICT s) {
+                            size_t hd_pad_rt, int n, float* HWY_RESTRICT s) {
+    static_assert(kMaxLanes <= 16 && kStepKeys % kJ == 0, "whole tiles of keys");
     const AF df;
     const size_t N = hn::Lanes(df);
-    const size_t hd = kChunks ? kChunks * kMaxLanes : hd_rt;
     const size_t hd_pad = kChunks ? kChunks * kMaxLanes : hd_pad_rt;
-    for (size_t j0 = 0; j0 < kStepKeys; j0 += kJ) {
+    for (size_t j0 = 0; j0 < size_t(n); j0 += kJ) {
         AV acc[kJ];
-        for (int j = 0; j < kJ; ++j) acc[j] = hn::Zero(df);
-        const float* k = kf + j0 * hd_pad;
-        for (size_t d = 0; d < hd; ++d) {
-            const AV q = hn::Load(df, qt + d * N);
-            for (int j = 0; j < kJ; ++j)
-                acc[j] = hn::MulAdd(hn::Set(df, k[size_t(j) * hd_pad + d]), q, acc[j]);
-        }
+        LanesScoreTree<Log2Lanes(kMaxLanes), kJ, kChunks>(qt, kf + j0 * hd_pad, hd_pad, 0, acc);
         for (int j = 0; j < kJ; ++j) hn::Store(acc[j], df, s + (j0 + size_t(j)) * N);
     }
 }
 
 // The online softmax of one group over the step's keys [0, n) at positions pos0 ..: masks
-// (keys beyond n, keys after a query vector's position), updates m and l, rescales the rows
+// (keys beyond n, keys after a query vector's position), updates m and l ([kStepKeys][N]:
+// per key position), rescales the rows
 // o[i * hd_pad] of the group's n_rows query vectors when their maximum moves, and writes the
 // exponentials to p[j * p_stride + lane].
 HWY_INLINE void LanesSoftmax(const float* HWY_RESTRICT s, int n, int32_t pos0,
@@ -137,7 +161,8 @@ HWY_INLINE void LanesSoftmax(const float* HWY_RESTRICT s, int n, int32_t pos0,
     if (HWY_UNLIKELY(!hn::AllFalse(df, grow))) {
         const AV mn = hn::IfThenElse(grow, mx, mo);
         const AV a = ExpSoftmax(hn::Sub(mo, mn));  // 1 where unchanged, 0 from -inf
-        hn::Store(hn::Mul(hn::Load(df, l), a), df, l);
+        for (size_t j = 0; j < kStepKeys; ++j)
+            hn::Store(hn::Mul(hn::Load(df, l + j * N), a), df, l + j * N);
         hn::Store(mn, df, m);
         hn::Store(a, df, alpha);
         for (int i = 0; i < n_rows; ++i) {
@@ -151,13 +176,11 @@ HWY_INLINE void LanesSoftmax(const float* HWY_RESTRICT s, int n, int32_t pos0,
     }
     // Lanes that have seen no key yet keep m = -inf: subtract 0 there (their scores are -inf).
     const AV mu = hn::IfThenElse(hn::Eq(mo, neg_inf), hn::Zero(df), mo);
-    AV lsum = hn::Load(df, l);
-    for (int j = 0; j < int(kStepKeys); ++j) {
+    for (size_t j = 0; j < kStepKeys; ++j) {
         const AV pj = ExpSoftmax(hn::Sub(sv[j], mu));
-        lsum = hn::Add(lsum, pj);
-        hn::Store(pj, df, p + size_t(j) * p_stride);
+        hn::Store(hn::Add(hn::Load(df, l + j * N), pj), df, l + j * N);
+        hn::Store(pj, df, p + j * p_stride);
     }
-    hn::Store(lsum, df, l);
 }
 
 // o[t][c0 + c] += sum_{j < n} p[j * p_stride + t] vf[j][c0 + c] for kT query vectors (rows
@@ -227,11 +250,14 @@ HWY_NOINLINE void AttendLanes(const ops::KvLayerView& kv, int head, const int32_
         for (size_t lane = 0; lane < N; ++lane) {
             const int i = g * int(N) + int(lane);
             const size_t at = size_t(g) * N + lane;
-            float* qt = sc.qt + size_t(g) * hd * N + lane;
-            for (size_t d = 0; d < hd; ++d) qt[d * N] = i < nq ? qs[size_t(i) * hd_pad + d] : 0.0f;
+            float* qt = sc.qt + size_t(g) * hd_pad * N + lane;
+            for (size_t d = 0; d < hd_pad; ++d)
+                qt[d * N] = i < nq ? qs[size_t(i) * hd_pad + d] : 0.0f;
             sc.qpos[at] = i < nq ? qpos[i] : std::numeric_limits<int32_t>::max();
             sc.m[at] = i < nq ? m[i] : -std::numeric_limits<float>::infinity();
-            sc.l[at] = i < nq ? l[i] : 0.0f;
+            float* lg = sc.l + size_t(g) * kStepKeys * N + lane;
+            for (size_t j = 0; j < kStepKeys; ++j) lg[j * N] = 0.0f;
+            lg[0] = i < nq ? l[i] : 0.0f;
         }
     const hn::RebindToSigned<AF> di;
     ForEachKeyStep(kv, head, block_table, k0, end, hd * (kF16 ? 2 : 4),
@@ -247,10 +273,10 @@ HWY_NOINLINE void AttendLanes(const ops::KvLayerView& kv, int head, const int32_
                                    hn::Store(hn::Zero(AF()), AF(), pg + j * p_stride);
                                continue;  // the whole step is in the group's future
                            }
-                           LanesScores<kLanesScoreKeys, kChunks>(sc.qt + size_t(g) * hd * N, sc.kf,
-                                                                 hd, hd_pad, sc.s);
+                           LanesScores<kLanesScoreKeys, kChunks>(sc.qt + size_t(g) * hd_pad * N,
+                                                                 sc.kf, hd_pad, n, sc.s);
                            LanesSoftmax(sc.s, n, pos0, qp, sc.m + size_t(g) * N,
-                                        sc.l + size_t(g) * N, pg, p_stride, sc.alpha,
+                                        sc.l + size_t(g) * kStepKeys * N, pg, p_stride, sc.alpha,
                                         o + size_t(g) * N * hd_pad, hd_pad,
                                         std::min(int(N), nq - g * int(N)));
                        }
@@ -263,9 +289,12 @@ HWY_NOINLINE void AttendLanes(const ops::KvLayerView& kv, int head, const int32_
                            LanesAllValues<1, kChunks>(sc.p, p_stride, sc.vf, hd_pad, n, nq, o);
                        }
                    });
+    HWY_ALIGN float l16[kStepKeys];
     for (int i = 0; i < nq; ++i) {
         m[i] = sc.m[i];
-        l[i] = sc.l[i];
+        const float* li = sc.l + size_t(i) / N * kStepKeys * N + size_t(i) % N;
+        for (size_t j = 0; j < kStepKeys; ++j) l16[j] = li[j * N];
+        l[i] = SumStepSums(l16);
     }
 }
 

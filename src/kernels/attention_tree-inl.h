@@ -93,10 +93,6 @@ HWY_INLINE void ScoreTree(const float* HWY_RESTRICT qs, size_t hd_pad, size_t hd
     }
 }
 
-constexpr int Log2Lanes(size_t n) {
-    return n <= 1 ? 0 : 1 + Log2Lanes(n / 2);
-}
-
 // State of a tile's query vectors, in the caller's arrays between steps.
 struct TreeState {
     float* m;  // [kM] running maximum (see kMaxLag)
@@ -202,8 +198,6 @@ template <size_t kChunks, bool kF16>
 HWY_NOINLINE void AttendTree(const ops::KvLayerView& kv, int head, const int32_t* block_table,
                              int32_t k0, int32_t end, const float* qs, const int32_t* qpos, int nq,
                              float* m, float* l, float* o, float* lv) {
-    const AF df;
-    const size_t N = hn::Lanes(df);
     const size_t hd = size_t(kv.head_dim);
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
     const size_t row_bytes = hd * (kF16 ? 2 : 4);
@@ -239,12 +233,7 @@ HWY_NOINLINE void AttendTree(const ops::KvLayerView& kv, int head, const int32_t
                 i0 += tile;
             }
         });
-    for (int i = 0; i < nq; ++i) {
-        const float* li = lv + size_t(i) * kStepKeys;
-        AV sum = hn::Zero(df);
-        for (size_t v = 0; v < kStepKeys; v += N) sum = hn::Add(sum, hn::Load(df, li + v));
-        l[i] = ReduceSum(df, sum);
-    }
+    for (int i = 0; i < nq; ++i) l[i] = SumStepSums(lv + size_t(i) * kStepKeys);
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR
