@@ -232,55 +232,83 @@ TEST(Attention, SharedPrefixEqualsPlainAttention) {
     }
 }
 
-// A query row's output is bit-identical however it is computed: decoded alone, as a row of a
-// prefill or of a prefill chunk, beside other sequences, through a shared prefix, with or
-// without threads.
-TEST(Attention, RowsAreBatchInvariant) {
-    ThreadPool pool(2);
-    for (int block_size : {16, 5}) {
-        SCOPED_TRACE(::testing::Message() << "block " << block_size);
-        const int n_kv_head = 3, n_head = 9, head_dim = 64, n_pos = 300;
-        const int n_blocks = (n_pos + block_size - 1) / block_size;
-        TestKv kv(DType::F16, n_blocks + 4, block_size, n_kv_head, head_dim);
-        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-        std::iota(table.begin(), table.end(), 2);
-        fill_cache(kv, table, n_pos, 5);
-        const size_t row = size_t(n_head * head_dim);
-        const auto q = random_floats(row * n_pos, 8, -3.0f, 3.0f);
-        for_each_target([&] {
-            std::vector<float> full(row * n_pos);  // every row in one prefill
-            ops::AttentionSeq all{table.data(), 0, n_pos, q.data(), full.data()};
-            ops::attention(kv.view, &all, 1, n_head, 0.125f, &pool);
-            auto expect_rows = [&](const std::vector<float>& got, int r0, int n, const char* how) {
-                for (size_t i = 0; i < size_t(n) * row; ++i)
-                    if (got[i] != full[size_t(r0) * row + i]) {
-                        ADD_FAILURE() << how << ": row " << r0 + int(i / row) << " differs";
-                        return;
-                    }
-            };
-            for (int pos : {0, 1, 127, 128, 129, 250, 299}) {  // decoded alone
-                std::vector<float> out(row);
-                ops::AttentionSeq s{table.data(), pos, 1, q.data() + size_t(pos) * row, out.data()};
-                ops::attention(kv.view, &s, 1, n_head, 0.125f, pos % 2 ? &pool : nullptr);
-                expect_rows(out, pos, 1, "decode");
-            }
-            for (int r0 = 0; r0 < n_pos; r0 += 37) {  // prefill chunks
-                const int n = std::min(37, n_pos - r0);
+// A query row's output is bit-identical however it is computed: decoded alone (the tree
+// kernel), as a row of a prefill or of a prefill chunk of any size (tiles of 1 to 64 query
+// vectors, GQA groups split across tiles, the tree or the lanes kernel), beside other
+// sequences, through a shared prefix (rows of several sequences in one task), with or
+// without threads; for F16 and F32 caches, head sizes of whole and partial vectors, and
+// blocks that do and do not divide the key chunks.
+struct InvarianceCase {
+    DType type;
+    int block_size, n_kv_head, group, head_dim;
+};
+
+void check_rows_batch_invariant(const InvarianceCase& c, ThreadPool& pool) {
+    const int n_head = c.n_kv_head * c.group, n_pos = 300;
+    const int n_blocks = (n_pos + c.block_size - 1) / c.block_size;
+    TestKv kv(c.type, n_blocks + 4, c.block_size, c.n_kv_head, c.head_dim);
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    std::iota(table.begin(), table.end(), 2);
+    fill_cache(kv, table, n_pos, uint32_t(5 + c.head_dim));
+    const size_t row = size_t(n_head * c.head_dim);
+    const auto q = random_floats(row * n_pos, 8, -3.0f, 3.0f);
+    for_each_target([&] {
+        std::vector<float> full(row * n_pos);  // every row in one prefill
+        ops::AttentionSeq all{table.data(), 0, n_pos, q.data(), full.data()};
+        ops::attention(kv.view, &all, 1, n_head, 0.125f, &pool);
+        auto expect_rows = [&](const std::vector<float>& got, int r0, int n, const char* how) {
+            for (size_t i = 0; i < size_t(n) * row; ++i)
+                if (got[i] != full[size_t(r0) * row + i]) {
+                    ADD_FAILURE() << how << " " << n << ": row " << r0 + int(i / row)
+                                  << " differs: " << got[i] << " vs " << full[size_t(r0) * row + i];
+                    return;
+                }
+        };
+        for (int pos : {0, 1, 127, 128, 129, 250, 299}) {  // decoded alone
+            std::vector<float> out(row);
+            ops::AttentionSeq s{table.data(), pos, 1, q.data() + size_t(pos) * row, out.data()};
+            ops::attention(kv.view, &s, 1, n_head, 0.125f, pos % 2 ? &pool : nullptr);
+            expect_rows(out, pos, 1, "decode");
+        }
+        for (int n : {2, 3, 5, 8, 13, 37, 64}) {  // prefill chunks of n rows
+            for (int r0 : {0, 1, 120, 126, 200, n_pos - n}) {
                 std::vector<float> out(row * size_t(n));
                 ops::AttentionSeq s{table.data(), r0, n, q.data() + size_t(r0) * row, out.data()};
-                ops::attention(kv.view, &s, 1, n_head, 0.125f, &pool);
+                ops::attention(kv.view, &s, 1, n_head, 0.125f, r0 % 2 ? nullptr : &pool);
                 expect_rows(out, r0, n, "chunk");
             }
-            // Decodes of three sequences sharing every block (grouped as a shared prefix).
-            const int positions[] = {140, 260, 299};
-            std::vector<std::vector<float>> outs(3, std::vector<float>(row));
+        }
+        // Sequences sharing every block (grouped as a shared prefix): decodes, and decodes
+        // beside prefill chunks.
+        for (bool with_chunks : {false, true}) {
+            const int first[] = {140, 260, 299, 180, 230};
+            const int n_q[] = {1, 1, 1, 7, 20};
+            const int n_seqs = with_chunks ? 5 : 3;
+            std::vector<std::vector<float>> outs;
             std::vector<ops::AttentionSeq> batch;
-            for (int i = 0; i < 3; ++i)
-                batch.push_back({table.data(), positions[i], 1,
-                                 q.data() + size_t(positions[i]) * row, outs[size_t(i)].data()});
-            ops::attention(kv.view, batch.data(), 3, n_head, 0.125f, &pool);
-            for (int i = 0; i < 3; ++i) expect_rows(outs[size_t(i)], positions[i], 1, "shared");
-        });
+            for (int i = 0; i < n_seqs; ++i) outs.emplace_back(row * size_t(n_q[i]));
+            for (int i = 0; i < n_seqs; ++i)
+                batch.push_back({table.data(), first[i], n_q[i], q.data() + size_t(first[i]) * row,
+                                 outs[size_t(i)].data()});
+            ASSERT_EQ(ops::find_shared_prefixes(batch.data(), n_seqs, c.block_size).size(), 1u);
+            ops::attention(kv.view, batch.data(), n_seqs, n_head, 0.125f, &pool);
+            for (int i = 0; i < n_seqs; ++i)
+                expect_rows(outs[size_t(i)], first[i], n_q[i], "shared");
+        }
+    });
+}
+
+TEST(Attention, RowsAreBatchInvariant) {
+    ThreadPool pool(2);
+    const InvarianceCase cases[] = {
+        {DType::F16, 16, 3, 3, 64}, {DType::F16, 5, 3, 3, 64},  {DType::F32, 16, 1, 8, 48},
+        {DType::F16, 32, 2, 4, 20}, {DType::F32, 7, 2, 1, 128}, {DType::F16, 16, 1, 5, 64},
+    };
+    for (const InvarianceCase& c : cases) {
+        SCOPED_TRACE(::testing::Message()
+                     << type_name(c.type) << " block " << c.block_size << " kv heads "
+                     << c.n_kv_head << " group " << c.group << " head_dim " << c.head_dim);
+        check_rows_batch_invariant(c, pool);
     }
 }
 
