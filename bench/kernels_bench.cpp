@@ -167,14 +167,22 @@ void BM_Attention(benchmark::State& state) {
                                 : std::vector<ops::SharedPrefixGroup>{};
     for (auto _ : state)
         ops::attention_shared(kv.view, seqs.data(), n_seqs, groups, 9, 0.125f, &pool());
+    // 2 x head_dim multiply-adds (scores and values) per query row, head and visible key.
+    double pairs = 0;
+    for (int r = 0; r < n_q; ++r) pairs += double(n_seqs) * 9 * (ctx + r + 1);
+    state.counters["GFLOPs"] = benchmark::Counter(
+        4.0 * 64 * pairs * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Attention)
     ->Args({1, 64, 1, 0, 0})
     ->Args({1, 512, 1, 0, 0})
+    ->Args({1, 1024, 1, 0, 0})
+    ->Args({1, 4096, 1, 0, 0})
     ->Args({8, 512, 1, 0, 0})
     ->Args({8, 1008, 1, 1008, 0})
     ->Args({8, 1008, 1, 1008, 1})
     ->Args({1, 0, 512, 0, 0})
+    ->Args({1, 0, 1400, 0, 0})
     ->ArgNames({"seqs", "ctx", "rows", "shared", "grouped"})
     ->UseRealTime();
 

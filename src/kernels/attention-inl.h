@@ -1,8 +1,11 @@
 // Attention over the paged KV cache, one kv head and one range of key positions at a time,
-// for a set of query vectors (a query row of one head) that all read that kv head: the
-// online-softmax (flash) form. Each K/V block is converted to float once and used by every
-// query vector of the set: with the rows of several sequences that share a prompt prefix
-// the shared blocks are read once for all of them (attention as matrix-matrix work).
+// for a set of query vectors that all read that kv head (query rows of the heads of a GQA
+// group, of one sequence or of several that share a prompt prefix): the online-softmax
+// (flash) form, with one of two kernels by the number of query vectors:
+//   few (decode)            attention_tree-inl.h: head dimensions in lanes, each K/V row
+//                           converted once per tile of up to 4 query vectors;
+//   many (prefill, prefix)  attention_lanes-inl.h: query vectors in lanes, each K/V row
+//                           converted once for all of them.
 //
 // The result is a partial state per query vector: the running maximum m, the sum of
 // exponentials l and the unnormalised output o = sum_p exp(s_p - m) v_p. States of disjoint
@@ -14,13 +17,15 @@
 #define TROUPE_KERNELS_ATTENTION_INL_H_
 #endif
 
-#include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <limits>
+#include <type_traits>
 
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/attention_common-inl.h"
+#include "kernels/attention_lanes-inl.h"
+#include "kernels/attention_tree-inl.h"
 #include "kernels/ops.h"
 #include "kernels/simd-inl.h"
 
@@ -29,163 +34,32 @@ namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR
 
-using AF = hn::ScalableTag<float>;
-using AV = hn::Vec<AF>;
-
-// Floats per padded head vector: head_dim rounded up to whole vectors.
-HWY_INLINE size_t PaddedHeadDim(int head_dim) {
-    const size_t N = hn::Lanes(AF());
-    return (size_t(head_dim) + N - 1) / N * N;
+// From this many query vectors on, AttendRange uses the lanes kernel.
+HWY_INLINE int LanesMinQueries() {
+    return int(hn::Lanes(AF()));
 }
 
-// Slots [s0, s1) of one kv head of a physical block into dst[(s - s0) * hd_pad + d]; the
-// padding columns and rows up to n_rows are zero.
-HWY_INLINE void LoadKvRows(const ops::KvLayerView& kv, const uint8_t* base, int32_t block, int head,
-                           int s0, int s1, float* HWY_RESTRICT dst, size_t hd_pad, size_t n_rows) {
-    const AF df;
-    const size_t N = hn::Lanes(df);
-    const size_t hd = size_t(kv.head_dim);
-    const size_t elem = kv.type == DType::F16 ? 2 : 4;
-    const uint8_t* src = base + size_t(block) * kv.block_stride + size_t(head) * kv.head_stride +
-                         size_t(s0) * hd * elem;
-    for (int s = s0; s < s1; ++s, src += hd * elem) {
-        float* row = dst + size_t(s - s0) * hd_pad;
-        size_t i = 0;
-        if (kv.type == DType::F16) {
-            const hn::Rebind<uint16_t, AF> du16;
-            const auto* h = reinterpret_cast<const uint16_t*>(src);
-            for (; i + N <= hd; i += N)
-                hn::StoreU(F32FromF16Bits(df, hn::LoadU(du16, h + i)), df, row + i);
-            if (i < hd) hn::StoreU(F32FromF16Bits(df, LoadTail(du16, h + i, hd - i)), df, row + i);
-        } else {
-            const auto* f = reinterpret_cast<const float*>(src);
-            for (; i + N <= hd; i += N) hn::StoreU(hn::LoadU(df, f + i), df, row + i);
-            if (i < hd) hn::StoreU(LoadTail(df, f + i, hd - i), df, row + i);
-        }
-    }
-    for (size_t r = size_t(s1 - s0); r < n_rows; ++r)
-        std::memset(dst + r * hd_pad, 0, hd_pad * sizeof(float));
-}
-
-// Lane j of the result is the sum of the lanes of v[j], for N = Lanes vectors (v is
-// clobbered). Pairwise halving: ConcatEven + ConcatOdd put the pair sums of two vectors
-// side by side, so after log2(N) rounds the sums sit in order.
-HWY_INLINE AV TransposeReduce(AV* v) {
-    const AF df;
-    for (size_t n = hn::Lanes(df); n > 1; n /= 2)
-        for (size_t i = 0; i < n / 2; ++i)
-            v[i] = hn::Add(hn::ConcatEven(df, v[2 * i + 1], v[2 * i]),
-                           hn::ConcatOdd(df, v[2 * i + 1], v[2 * i]));
-    return v[0];
-}
-
-// One query vector over the key rows of one block (kf, vf: [rows][hd_pad], rows a multiple
-// of N): updates its state (m, l, o[hd_pad]). Key j has position pos0 + j; keys at or beyond
-// n_valid, or after the query's position, are masked. kChunks = hd_pad / N when known at
-// compile time (the output stays in registers), else 0.
-template <size_t kChunks>
-HWY_INLINE void AttendBlock(const float* HWY_RESTRICT q, int32_t qpos, const float* HWY_RESTRICT kf,
-                            const float* HWY_RESTRICT vf, size_t hd_pad, int32_t pos0, int n_valid,
-                            float& m, float& l, float* HWY_RESTRICT o) {
-    const AF df;
-    const size_t N = hn::Lanes(df);
-    const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
-    const int visible = std::min(n_valid, int(qpos - pos0 + 1));
-    constexpr size_t kMaxN = hn::MaxLanes(AF());
-    HWY_ALIGN float p[kMaxN];
-    for (int g0 = 0; g0 < visible; g0 += int(N)) {
-        // Scores of N keys: N dot products, then one transposing reduction.
-        AV acc[kMaxN];
-        for (size_t j = 0; j < N; ++j) acc[j] = hn::Zero(df);
-        const float* kg = kf + size_t(g0) * hd_pad;
-        for (size_t c = 0; c < n_chunks; ++c) {
-            const AV qv = hn::LoadU(df, q + c * N);
-            for (size_t j = 0; j < N; ++j)
-                acc[j] = hn::MulAdd(qv, hn::LoadU(df, kg + j * hd_pad + c * N), acc[j]);
-        }
-        AV s = TransposeReduce(acc);
-        const size_t n_here = size_t(std::min(int(N), visible - g0));
-        s = hn::IfThenElse(hn::FirstN(df, n_here), s,
-                           hn::Set(df, -std::numeric_limits<float>::infinity()));
-        const float mx = ReduceMax(df, s);
-        // The running maximum rarely changes after the first keys: then nothing rescales.
-        const float alpha = mx > m ? std::exp(m - mx) : 1.0f;  // 0 for the first keys (m = -inf)
-        const float m_new = mx > m ? mx : m;
-        const AV pv = hn::Exp(df, hn::Sub(s, hn::Set(df, m_new)));
-        hn::Store(pv, df, p);
-        l = l * alpha + ReduceSum(df, pv);
-        m = m_new;
-        // o = o * alpha + sum_j p_j v_j.
-        const float* vg = vf + size_t(g0) * hd_pad;
-        if constexpr (kChunks != 0) {
-            AV a[kChunks], b[kChunks];  // two sets: halves the dependency chains
-            for (size_t c = 0; c < kChunks; ++c) {
-                a[c] = hn::Mul(hn::LoadU(df, o + c * N), hn::Set(df, alpha));
-                b[c] = hn::Zero(df);
-            }
-            size_t j = 0;
-            for (; j + 2 <= n_here; j += 2) {
-                const AV p0 = hn::Set(df, p[j]), p1 = hn::Set(df, p[j + 1]);
-                for (size_t c = 0; c < kChunks; ++c) {
-                    a[c] = hn::MulAdd(p0, hn::LoadU(df, vg + j * hd_pad + c * N), a[c]);
-                    b[c] = hn::MulAdd(p1, hn::LoadU(df, vg + (j + 1) * hd_pad + c * N), b[c]);
-                }
-            }
-            if (j < n_here) {
-                const AV p0 = hn::Set(df, p[j]);
-                for (size_t c = 0; c < kChunks; ++c)
-                    a[c] = hn::MulAdd(p0, hn::LoadU(df, vg + j * hd_pad + c * N), a[c]);
-            }
-            for (size_t c = 0; c < kChunks; ++c) hn::StoreU(hn::Add(a[c], b[c]), df, o + c * N);
-        } else {
-            for (size_t c = 0; c < hd_pad; c += N) {
-                AV a0 = hn::Mul(hn::LoadU(df, o + c), hn::Set(df, alpha)), a1 = hn::Zero(df);
-                size_t j = 0;
-                for (; j + 2 <= n_here; j += 2) {
-                    a0 = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vg + j * hd_pad + c), a0);
-                    a1 = hn::MulAdd(hn::Set(df, p[j + 1]), hn::LoadU(df, vg + (j + 1) * hd_pad + c),
-                                    a1);
-                }
-                if (j < n_here)
-                    a0 = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vg + j * hd_pad + c), a0);
-                hn::StoreU(hn::Add(a0, a1), df, o + c);
-            }
-        }
-    }
-}
-
-// The query vectors of a task over one converted block.
-template <size_t kChunks>
-HWY_INLINE void AttendQueries(const float* qs, const int32_t* qpos, int nq, const float* kf,
-                              const float* vf, size_t hd_pad, int32_t pos0, int n_valid, float* m,
-                              float* l, float* o) {
-    for (int i = 0; i < nq; ++i) {
-        if (qpos[i] < pos0) continue;  // causal: the whole block is in its future
-        AttendBlock<kChunks>(qs + size_t(i) * hd_pad, qpos[i], kf, vf, hd_pad, pos0, n_valid, m[i],
-                             l[i], o + size_t(i) * hd_pad);
-    }
-}
-
-// Scratch floats AttendRange needs.
+// Scratch floats AttendRange needs for nq query vectors.
 HWY_INLINE size_t AttendScratchFloats(const ops::KvLayerView& kv, int nq) {
-    const size_t N = hn::Lanes(AF());
-    const size_t rows = (size_t(kv.block_size) + N - 1) / N * N;
-    return (2 * rows + size_t(nq)) * PaddedHeadDim(kv.head_dim) + 64;
+    const size_t hd_pad = PaddedHeadDim(kv.head_dim);
+    const size_t kernel = nq >= LanesMinQueries()
+                              ? LanesScratchFloats(nq, size_t(kv.head_dim), hd_pad)
+                              : TreeScratchFloats(nq);
+    return size_t(nq) * hd_pad + kernel + 16;
 }
 
 // Query vectors q[i] (head_dim floats each; position qpos[i]) over the keys at positions
 // [k0, k1) of kv head `head`, read through block_table. States: m[i], l[i], o[i * hd_pad]
 // (hd_pad = PaddedHeadDim), updated in place (start from m = -inf, l = 0, o = 0).
+// scratch: AttendScratchFloats(kv, nq) floats.
 void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_table, int32_t k0,
                  int32_t k1, const float* const* q, const int32_t* qpos, int nq, float scale,
                  float* m, float* l, float* o, float* scratch) {
-    const AF df;
-    const size_t N = hn::Lanes(df);
+    const size_t N = hn::Lanes(AF());
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
-    const size_t rows = (size_t(kv.block_size) + N - 1) / N * N;
-    float* kf = scratch;
-    float* vf = kf + rows * hd_pad;
-    float* qs = vf + rows * hd_pad;  // scaled, padded queries
+    // 64-byte aligned: the scaled, zero-padded queries [nq][hd_pad], then the kernel's part.
+    float* qs = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
+    float* rest = qs + (size_t(nq) * hd_pad + 15) / 16 * 16;
     int32_t max_pos = -1;
     for (int i = 0; i < nq; ++i) {
         float* dst = qs + size_t(i) * hd_pad;
@@ -193,34 +67,34 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
         for (size_t d = size_t(kv.head_dim); d < hd_pad; ++d) dst[d] = 0.0f;
         max_pos = std::max(max_pos, qpos[i]);
     }
-    const int bs = kv.block_size;
-    for (int32_t b0 = k0 / bs * bs; b0 < k1 && b0 <= max_pos; b0 += bs) {
-        const int s0 = std::max(k0, b0) - b0, s1 = std::min(k1, b0 + bs) - b0;
-        const int32_t block = block_table[b0 / bs];
-        const size_t n_rows = (size_t(s1 - s0) + N - 1) / N * N;
-        LoadKvRows(kv, kv.k, block, head, s0, s1, kf, hd_pad, n_rows);
-        LoadKvRows(kv, kv.v, block, head, s0, s1, vf, hd_pad, n_rows);
-        const int32_t pos0 = b0 + s0;
-        switch (hd_pad / N) {  // the usual head sizes keep the output in registers
-            case 1:
-                AttendQueries<1>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
-                break;
-            case 2:
-                AttendQueries<2>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
-                break;
-            case 3:
-                AttendQueries<3>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
-                break;
-            case 4:
-                AttendQueries<4>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
-                break;
-            case 8:
-                AttendQueries<8>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
-                break;
-            default:
-                AttendQueries<0>(qs, qpos, nq, kf, vf, hd_pad, pos0, s1 - s0, m, l, o);
-                break;
+    const int32_t end = std::min(k1, max_pos + 1);  // no query sees keys beyond its position
+    if (end <= k0) return;
+    const bool f16 = kv.type == DType::F16;
+    const bool lanes = nq >= LanesMinQueries();
+    auto run = [&](auto chunks) {
+        constexpr size_t kC = decltype(chunks)::value;
+        if (lanes && f16) {
+            AttendLanes<kC, true>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
+        } else if (lanes) {
+            AttendLanes<kC, false>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
+        } else if (f16) {
+            AttendTree<kC, true>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
+        } else {
+            AttendTree<kC, false>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
         }
+    };
+    // The usual head sizes with whole vectors unroll completely.
+    const size_t n_chunks = hd_pad / N;
+    if (size_t(kv.head_dim) != hd_pad) {
+        run(std::integral_constant<size_t, 0>());
+    } else if (n_chunks == 4) {
+        run(std::integral_constant<size_t, 4>());
+    } else if (n_chunks == 8) {
+        run(std::integral_constant<size_t, 8>());
+    } else if (n_chunks == 16) {
+        run(std::integral_constant<size_t, 16>());
+    } else {
+        run(std::integral_constant<size_t, 0>());
     }
 }
 

@@ -29,6 +29,13 @@ HWY_BEFORE_NAMESPACE();
 namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Whether DotU8I8 is one instruction whose unsigned operand may use all 8 bits (VNNI).
+#if HWY_TARGET == HWY_AVX3_DL
+constexpr bool kHasVnni = true;
+#else
+constexpr bool kHasVnni = false;
+#endif
+
 #if HWY_TARGET == HWY_AVX3_DL
 template <class D32, class V8>
 HWY_INLINE hn::Vec<D32> DotU8I8(D32 /*d32*/, V8 a, V8 b, hn::Vec<D32> acc) {

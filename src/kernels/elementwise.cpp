@@ -10,6 +10,7 @@
 #include "kernels/elementwise-inl.h"
 
 #if HWY_ONCE
+#include <algorithm>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -72,6 +73,44 @@ void add_inplace(float* y, const float* x, int64_t n) {
 
 void softmax(float* x, int64_t n) {
     HWY_DYNAMIC_DISPATCH(Softmax)(x, n);
+}
+
+// ---- Region steps: rows (or runs of values) split into tasks of about kTaskValues ----------
+
+namespace {
+constexpr int64_t kTaskValues = 16384;
+
+// Calls fn(i0, i1) over [0, n) in tasks of `per_task` items.
+template <class F>
+void split(Region& r, int64_t n, int64_t per_task, F&& fn) {
+    per_task = std::max<int64_t>(1, per_task);
+    r.for_each((n + per_task - 1) / per_task,
+               [&](int64_t t) { fn(t * per_task, std::min(n, (t + 1) * per_task)); });
+}
+}  // namespace
+
+void rms_norm(Region& r, const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
+              float eps) {
+    split(r, n_rows, kTaskValues / std::max<int64_t>(dim, 1), [&](int64_t r0, int64_t r1) {
+        rms_norm(x + r0 * dim, weight, y + r0 * dim, r1 - r0, dim, eps);
+    });
+}
+
+void rope_apply(Region& r, float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
+                const RopeParams& p) {
+    const int64_t row = int64_t(n_heads) * head_dim;
+    split(r, n_rows, kTaskValues / std::max<int64_t>(row, 1), [&](int64_t r0, int64_t r1) {
+        rope_apply(x + r0 * row, table + r0 * p.n_rot, r1 - r0, n_heads, head_dim, p);
+    });
+}
+
+void swiglu(Region& r, const float* gate, const float* up, float* out, int64_t n) {
+    split(r, n, kTaskValues,
+          [&](int64_t i0, int64_t i1) { swiglu(gate + i0, up + i0, out + i0, i1 - i0); });
+}
+
+void add_inplace(Region& r, float* y, const float* x, int64_t n) {
+    split(r, n, kTaskValues, [&](int64_t i0, int64_t i1) { add_inplace(y + i0, x + i0, i1 - i0); });
 }
 
 }  // namespace ops

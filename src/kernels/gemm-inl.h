@@ -50,12 +50,6 @@ using GVF = hn::Vec<GF>;
 using GVI = hn::Vec<GI>;
 using GV8 = hn::Vec<G8>;
 
-#if HWY_TARGET == HWY_AVX3_DL
-constexpr bool kHasVnni = true;
-#else
-constexpr bool kHasVnni = false;
-#endif
-
 // Tokens per packed vector.
 HWY_INLINE size_t TokenLanes() {
     return hn::Lanes(GF());

@@ -105,12 +105,19 @@ HWY_INLINE uint32_t LoadU32(const uint8_t* p) {
 
 // ---- 32-value block types: levels of elements i .. i + Lanes(D8) of one block ----------
 
+// Levels() gives the levels the reference multiplies (signed, or unsigned for the types with
+// a minimum); Unsigned() the same plus kOffset as unsigned bytes (for unsigned x signed dot
+// products: sum (L + kOffset) x - kOffset sum x).
 struct CodecQ8_0 {
     static constexpr size_t kBytes = sizeof(BlockQ8_0);
     static constexpr bool kSigned = true;
     static constexpr bool kHasMin = false;
+    static constexpr int kOffset = 128;
     static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) {
         return hn::LoadU(D8(), reinterpret_cast<const int8_t*>(b + 2 + i));
+    }
+    static HWY_INLINE V8 Unsigned(const uint8_t* b, size_t i) {
+        return hn::Xor(Levels(b, i), hn::Set(D8(), int8_t(-128)));
     }
 };
 
@@ -118,18 +125,23 @@ struct CodecQ4_0 {
     static constexpr size_t kBytes = sizeof(BlockQ4_0);
     static constexpr bool kSigned = true;
     static constexpr bool kHasMin = false;
+    static constexpr int kOffset = 8;
     static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) {
-        return hn::Sub(Nibbles32(b + 2, i), hn::Set(D8(), 8));
+        return hn::Sub(Unsigned(b, i), hn::Set(D8(), 8));
     }
+    static HWY_INLINE V8 Unsigned(const uint8_t* b, size_t i) { return Nibbles32(b + 2, i); }
 };
 
 struct CodecQ5_0 {
     static constexpr size_t kBytes = sizeof(BlockQ5_0);
     static constexpr bool kSigned = true;
     static constexpr bool kHasMin = false;
+    static constexpr int kOffset = 16;
     static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) {
-        const V8 q = hn::Or(Nibbles32(b + 6, i), HighBits32(LoadU32(b + 2), i));
-        return hn::Sub(q, hn::Set(D8(), 16));
+        return hn::Sub(Unsigned(b, i), hn::Set(D8(), 16));
+    }
+    static HWY_INLINE V8 Unsigned(const uint8_t* b, size_t i) {
+        return hn::Or(Nibbles32(b + 6, i), HighBits32(LoadU32(b + 2), i));
     }
 };
 
@@ -137,16 +149,20 @@ struct CodecQ4_1 {
     static constexpr size_t kBytes = sizeof(BlockQ4_1);
     static constexpr bool kSigned = false;
     static constexpr bool kHasMin = true;  // the f16 minimum m at byte 2
+    static constexpr int kOffset = 0;
     static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) { return Nibbles32(b + 4, i); }
+    static HWY_INLINE V8 Unsigned(const uint8_t* b, size_t i) { return Levels(b, i); }
 };
 
 struct CodecQ5_1 {
     static constexpr size_t kBytes = sizeof(BlockQ5_1);
     static constexpr bool kSigned = false;
     static constexpr bool kHasMin = true;
+    static constexpr int kOffset = 0;
     static HWY_INLINE V8 Levels(const uint8_t* b, size_t i) {
         return hn::Or(Nibbles32(b + 8, i), HighBits32(LoadU32(b + 4), i));
     }
+    static HWY_INLINE V8 Unsigned(const uint8_t* b, size_t i) { return Levels(b, i); }
 };
 
 // The activation rows of up to kMaxGemvTokens tokens, as the row kernels read them.
@@ -154,54 +170,6 @@ constexpr int kMaxGemvTokens = 3;
 struct GemvActs {
     const uint8_t* row[kMaxGemvTokens];
 };
-
-// One row of a 32-value block type times T tokens' Q8_0 (Q8_1 for types with a minimum):
-// y[t] = sum_k d_w d_x isum_k (+ m_w s_x). The row is read once, front to back: decode is one
-// sequential stream per thread (interleaving several rows defeats the hardware prefetcher
-// and costs most of the bandwidth). pf: where to prefetch, kPrefetchBytes ahead.
-template <class Codec, int T>
-HWY_INLINE void GemvRow32(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
-                          const ops::ActLayout& l, float* y, int64_t ldy) {
-    const D8 d8;
-    const D32 d32;
-    const DF df;
-    const size_t N8 = hn::Lanes(d8);
-    VF acc[T][2], macc[T];
-    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = macc[t] = hn::Zero(df);
-    auto block = [&](int64_t k, int parity) {
-        const uint8_t* b = w + size_t(k) * Codec::kBytes;
-        hwy::Prefetch(pf + size_t(k) * Codec::kBytes);
-        VI isum[T];
-        for (int t = 0; t < T; ++t) isum[t] = hn::Zero(d32);
-        for (size_t i = 0; i < 32; i += N8) {
-            const V8 lv = Codec::Levels(b, i);
-            for (int t = 0; t < T; ++t) {
-                const V8 xv = hn::LoadU(d8, reinterpret_cast<const int8_t*>(a.row[t]) + k * 32 + i);
-                isum[t] =
-                    Codec::kSigned ? DotI8I8(d32, lv, xv, isum[t]) : DotU8I8(d32, lv, xv, isum[t]);
-            }
-        }
-        const VF dw = BroadcastF16(b);
-        for (int t = 0; t < T; ++t) {
-            const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
-            acc[t][parity] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, isum[t]), hn::Set(df, dx)), dw,
-                                        acc[t][parity]);
-            if constexpr (Codec::kHasMin) {
-                const float sx = reinterpret_cast<const float*>(a.row[t] + l.sum_offset)[k];
-                macc[t] = hn::MulAdd(BroadcastF16(b + 2), hn::Set(df, sx), macc[t]);
-            }
-        }
-    };
-    int64_t k = 0;
-    for (; k + 2 <= l.n_blocks; k += 2) {  // two accumulators: halves the dependency chain
-        block(k, 0);
-        block(k + 1, 1);
-    }
-    if (k < l.n_blocks) block(k, 0);
-    for (int t = 0; t < T; ++t)
-        y[t * ldy] = ReduceSum(df, hn::Add(acc[t][0], acc[t][1])) +
-                     (Codec::kHasMin ? hn::GetLane(macc[t]) : 0.0f);
-}
 
 // ---- K-quants (256-value super-blocks) times Q8_K -------------------------------------
 
@@ -438,14 +406,6 @@ HWY_INLINE void GemvRows(const uint8_t* w, size_t stride, int64_t o0, int64_t o1
     }
 }
 
-template <class Codec>
-struct Blocks32Kernel {
-    template <int T>
-    static HWY_INLINE void Run(const uint8_t* w, const uint8_t* pf, const GemvActs& a,
-                               const ops::ActLayout& l, float* y, int64_t ldy) {
-        GemvRow32<Codec, T>(w, pf, a, l, y, ldy);
-    }
-};
 template <bool kHasHigh>
 struct Q45KKernel {
     template <int T>
@@ -469,59 +429,6 @@ struct FloatKernel {
         GemvRowFloat<kType, T>(w, pf, a, l, y, ldy);
     }
 };
-
-// Rows [o0, o1) of any supported weight type times tokens [t0, t1) (at most
-// kMaxGemvTokens at a time): y[t * w.n_out + o]. Returns false for a type without a kernel.
-HWY_INLINE bool GemvAnyType(const ops::Weight& wt, int64_t o0, int64_t o1, const uint8_t* act,
-                            int64_t t0, int64_t t1, const ops::ActLayout& l, float* y) {
-    for (int64_t tb = t0; tb < t1; tb += kMaxGemvTokens) {
-        const int n = int(t1 - tb < kMaxGemvTokens ? t1 - tb : kMaxGemvTokens);
-        GemvActs a;
-        for (int t = 0; t < n; ++t) a.row[t] = act + size_t(tb + t) * l.row_bytes;
-        float* yt = y + tb * wt.n_out + o0;
-        const uint8_t* w = wt.data;
-        const size_t s = wt.row_stride;
-        const int64_t ld = wt.n_out;
-        switch (wt.type) {
-            case DType::Q8_0:
-                GemvRows<Blocks32Kernel<CodecQ8_0>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::Q4_0:
-                GemvRows<Blocks32Kernel<CodecQ4_0>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::Q5_0:
-                GemvRows<Blocks32Kernel<CodecQ5_0>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::Q4_1:
-                GemvRows<Blocks32Kernel<CodecQ4_1>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::Q5_1:
-                GemvRows<Blocks32Kernel<CodecQ5_1>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::Q4_K:
-                GemvRows<Q45KKernel<false>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::Q5_K:
-                GemvRows<Q45KKernel<true>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::Q6_K:
-                GemvRows<Q6KKernel>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::F32:
-                GemvRows<FloatKernel<DType::F32>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::F16:
-                GemvRows<FloatKernel<DType::F16>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            case DType::BF16:
-                GemvRows<FloatKernel<DType::BF16>>(w, s, o0, o1, a, n, l, yt, ld);
-                break;
-            default:
-                return false;
-        }
-    }
-    return true;
-}
 
 #endif  // HWY_TARGET != HWY_SCALAR
 }  // namespace troupe::HWY_NAMESPACE

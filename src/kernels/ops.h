@@ -11,7 +11,10 @@
 // Threads: ops that take a ThreadPool split their work over it (null: the calling thread
 // alone) and must be called from the pool's owner thread, never from inside a pool task.
 // They use the pool's scratch memory (ThreadPool::shared_scratch / thread_scratch), whose
-// contents do not survive an op. The other ops run on the calling thread.
+// contents do not survive an op. The other ops run on the calling thread. Ops that take a
+// Region are collective steps of a parallel region (kernels/region.h): every participant
+// calls them with the same arguments, and they return once the result is complete, so a
+// whole forward pass can run as one dispatch; the ThreadPool forms run one region per call.
 // Errors: a weight type without compute code throws troupe::Error (from act_type); shapes
 // and pointers are the caller's invariants (TROUPE_CHECK where cheap).
 #pragma once
@@ -20,6 +23,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/region.h"
 #include "kernels/thread_pool.h"
 #include "tensor/types.h"
 
@@ -48,6 +52,27 @@ constexpr int kMaxMatmulMany = 8;
 void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
                  ThreadPool* pool);
 
+// The same as collective steps of a region, with the neighbouring element-wise work folded
+// in: the input rows may be transformed on the way in (each row is converted to the
+// activation type on its own, so this takes no pass or step of its own), and the outputs
+// may be added to a residual stream as their rows are computed. Either gives the values of
+// the separate ops (rms_norm / swiglu before, add_inplace after) bit for bit.
+// Matrix-vector products (decode) take one step: each participant converts the activations
+// itself. The 32-value block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) sum every output in one
+// order whatever the number of tokens, the path or the threads: a token's outputs are
+// bit-identical alone or in any batch.
+struct MatmulInput {
+    const float* x = nullptr;     // [n_tokens, n_in]
+    const float* norm = nullptr;  // when set, the rows are rms_norm(x, norm, eps): [n_in]
+    float eps = 0.0f;
+    const float* up = nullptr;  // when set, the rows are swiglu(x, up): [n_tokens, n_in]
+};
+// add_to: null, or add_to[i] (null or [n_tokens, ws[i].n_out]) += ys[i].
+void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
+                 int64_t n_tokens, float* const* add_to = nullptr);
+void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
+            float* add_to = nullptr);
+
 // Starts loading the first `bytes` of each weight into the cache and returns at once (software
 // prefetch, no result). Decode reads every matrix from DRAM and each matmul first waits for
 // its first rows; calling this for the next matmul's weights before an op that does not read
@@ -56,9 +81,12 @@ void prefetch_weights(const Weight* ws, int n, size_t bytes);
 
 // out[r, :] = dequantized row ids[r] of w.   out: [n_ids, w.n_in]. Embedding lookup.
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
+void get_rows(Region& r, const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:].   x, y: [n_rows, dim]; y may be x.
 void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
+              float eps);
+void rms_norm(Region& r, const float* x, const float* weight, float* y, int64_t n_rows, int64_t dim,
               float eps);
 
 // Rotary position embedding in place. x: [n_rows, n_heads, head_dim]; pos: [n_rows].
@@ -91,12 +119,16 @@ void rope_angles(const int32_t* pos, int64_t n_rows, const RopeParams& p, float*
 // rope_apply: rotates x: [n_rows, n_heads, head_dim] in place by table: [n_rows, p.n_rot].
 void rope_apply(float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
                 const RopeParams& p);
+void rope_apply(Region& r, float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
+                const RopeParams& p);
 
 // out[i] = silu(gate[i]) * up[i].   All [n].  out may alias gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+void swiglu(Region& r, const float* gate, const float* up, float* out, int64_t n);
 
 // y[i] += x[i].   [n]
 void add_inplace(float* y, const float* x, int64_t n);
+void add_inplace(Region& r, float* y, const float* x, int64_t n);
 
 // In-place softmax of x[n]; returns nothing. Stable (subtracts the max).
 void softmax(float* x, int64_t n);
@@ -134,6 +166,12 @@ struct AttentionSeq {
     float* out = nullptr;      // [n_q, n_head, head_dim]
 };
 
+// kv_store for the new rows of every sequence of a batch, as a region step: sequence s's
+// n_q rows at positions first_pos, first_pos + 1, ... through its block table; k, v:
+// [sum of n_q, n_kv_head * head_dim], sequence after sequence.
+void kv_store(Region& r, const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
+              const float* k, const float* v);
+
 // Scaled dot-product attention with grouped KV heads (query head h reads kv head
 // h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch. Sequences whose
 // block tables begin with the same physical blocks (a prompt prefix shared through the
@@ -162,5 +200,44 @@ std::vector<SharedPrefixGroup> find_shared_prefixes(const AttentionSeq* seqs, in
 void attention_shared(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                       const std::vector<SharedPrefixGroup>& groups, int n_head, float scale,
                       ThreadPool* pool);
+
+// The work of attention for one batch, planned once and run for every layer of a forward pass
+// (it depends on the sequences and the cache geometry, not on the cache contents): tasks of
+// (kv head, query vectors, key range) and how their partial results merge.
+//
+// Keys are cut at fixed positions (multiples of kAttentionKeyChunk, rounded to whole blocks)
+// and the partial results of a query row merge in key order, so a row's output does not
+// depend on the other rows computed with it, on the threads, or on whether it is decoded or
+// prefilled (bit-identical). A shared prefix is read together only up to such a boundary (the
+// rest of it by each sequence), which keeps the shared form bit-identical as well.
+constexpr int kAttentionKeyChunk = 128;
+struct AttentionPlan {
+    struct Task {
+        int kv_head = 0;
+        const int32_t* block_table = nullptr;
+        int32_t k0 = 0, k1 = 0;    // key positions
+        int slot0 = 0, slot1 = 0;  // state slots [slot0, slot1): task_qids
+    };
+    struct QVec {  // a query vector: row `row` of sequence `seq`, head `head`
+        int seq, row, head;
+    };
+    const AttentionSeq* seqs = nullptr;  // the caller's, [n_seqs]; must outlive the plan's use
+    int n_seqs = 0;
+    int n_head = 0;
+    std::vector<QVec> qvecs;     // by qid
+    std::vector<int> task_qids;  // state slot -> qid
+    std::vector<Task> tasks;
+    std::vector<int> merge_begin;  // [qvecs + 1]: the slots of qid q, in key order, are
+    std::vector<int> merge_slots;  // merge_slots[merge_begin[q] .. merge_begin[q + 1])
+};
+
+// Plans attention for seqs[0 .. n_seqs) (find_shared_prefixes groups them when `share`).
+void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
+                    bool share, AttentionPlan& plan);
+void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
+                    const std::vector<SharedPrefixGroup>& groups, AttentionPlan& plan);
+
+// Runs a plan on one layer's cache (same geometry as planned) as steps of a region.
+void attention(Region& r, const KvLayerView& kv, const AttentionPlan& plan, float scale);
 
 }  // namespace troupe::ops

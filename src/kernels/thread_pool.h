@@ -65,6 +65,8 @@ class ThreadPool {
     // asks the same slot for more bytes.
     void* thread_scratch(int thread, size_t bytes);
     void* shared_scratch(size_t bytes);
+    // Bytes shared_scratch() returns without growing (0 before the first call).
+    size_t shared_scratch_bytes() const { return shared_buffer_.data ? shared_buffer_.bytes : 0; }
 
   private:
     struct Job {

@@ -26,7 +26,7 @@ struct Batch {
     // Sequences whose block tables begin with the same physical blocks (a prefix shared
     // through the prefix cache) attend to those blocks together, reading each shared K/V block
     // once for all of them (ops::attention); false: each sequence reads all its blocks itself.
-    // Both are exact up to float summation order.
+    // Both give bit-identical results (ops::AttentionPlan).
     bool shared_prefix_attention = true;
 
     int n_tokens() const { return int(tokens.size()); }

@@ -1,6 +1,9 @@
 // The forward pass of the Llama family (llama: Llama 2/3, TinyLlama, SmolLM; qwen2: the same
 // graph plus q/k/v biases and NEOX rotary pairing), one named step per line.
 //
+// The whole pass runs as one parallel region (kernels/region.h): every pool thread walks the
+// layers together, each op splitting its work over them, instead of one dispatch per op.
+//
 // Where the time goes: the seven matmuls per layer and the output projection (weights read
 // once per batch), then attention over the KV cache.
 #include <cmath>
@@ -12,21 +15,13 @@ namespace troupe {
 
 namespace {
 
-// Bytes of the next matrix to start loading while attention runs (decode reads every matrix
-// from memory; the first rows would otherwise stall the matmul that follows).
-constexpr size_t kPrefetchBytes = 16 * 1024;
-
 void grow(std::vector<float>& v, size_t n) {
     if (v.size() < n) v.resize(n);
 }
 
-void add_bias(float* y, const std::vector<float>& b, int64_t n_rows) {
-    if (b.empty()) return;
-    const int64_t n = int64_t(b.size());
-    for (int64_t r = 0; r < n_rows; ++r) ops::add_inplace(y + r * n, b.data(), n);
-}
-
-void prepare(const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
+// Buffers, positions, rotation angles, and the attention plan (the same for every layer).
+void prepare(const HParams& hp, const Batch& batch, const std::vector<float>& rope_freqs,
+             std::span<const ops::KvLayerView> kv, ForwardWorkspace& ws) {
     const size_t n = size_t(batch.n_tokens());
     grow(ws.x, n * hp.n_embd);
     grow(ws.xb, n * hp.n_embd);
@@ -39,52 +34,77 @@ void prepare(const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
     grow(ws.up, n * hp.n_ff);
     grow(ws.out, size_t(batch.n_logit_rows()) * hp.n_embd);
     ws.pos.resize(n);
-    grow(ws.rope, n * size_t(hp.rope.n_rot));
     ws.attn_seqs.resize(batch.seqs.size());
-    size_t t = 0;
-    for (const BatchSeq& s : batch.seqs) {
-        TROUPE_CHECK(s.n_tokens >= 0 && s.n_logits >= 0 && s.n_logits <= s.n_tokens);
-        for (int32_t i = 0; i < s.n_tokens; ++i) ws.pos[t++] = s.first_pos + i;
-    }
-    TROUPE_CHECK(t == n);
-}
-
-// Stores this layer's K/V of every sequence's new tokens into its blocks and attends.
-void attend(const HParams& hp, const Batch& batch, const ops::KvLayerView& kv, ForwardWorkspace& ws,
-            ThreadPool* pool) {
     size_t t = 0;
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
         const BatchSeq& bs = batch.seqs[s];
-        ops::kv_store(kv, bs.block_table.data(), ws.pos.data() + t,
-                      ws.k.data() + t * hp.n_embd_kv(), ws.v.data() + t * hp.n_embd_kv(),
-                      bs.n_tokens);
-        ops::AttentionSeq& a = ws.attn_seqs[s];
-        a.block_table = bs.block_table.data();
-        a.first_pos = bs.first_pos;
-        a.n_q = bs.n_tokens;
-        a.q = ws.q.data() + t * hp.n_embd_q();
-        a.out = ws.attn.data() + t * hp.n_embd_q();
-        t += size_t(bs.n_tokens);
+        TROUPE_CHECK(bs.n_tokens >= 0 && bs.n_logits >= 0 && bs.n_logits <= bs.n_tokens);
+        ws.attn_seqs[s] = {bs.block_table.data(), bs.first_pos, bs.n_tokens,
+                           ws.q.data() + t * hp.n_embd_q(), ws.attn.data() + t * hp.n_embd_q()};
+        for (int32_t i = 0; i < bs.n_tokens; ++i) ws.pos[t++] = bs.first_pos + i;
     }
-    const float scale = 1.0f / std::sqrt(float(hp.head_dim));
-    if (batch.shared_prefix_attention)
-        ops::attention(kv, ws.attn_seqs.data(), int(ws.attn_seqs.size()), hp.n_head, scale, pool);
-    else
-        ops::attention_shared(kv, ws.attn_seqs.data(), int(ws.attn_seqs.size()), {}, hp.n_head,
-                              scale, pool);
+    TROUPE_CHECK(t == n);
+    ops::RopeParams rope = hp.rope;
+    if (!rope_freqs.empty()) rope.freq_factors = rope_freqs.data();
+    grow(ws.rope, n * size_t(rope.n_rot));
+    ops::rope_angles(ws.pos.data(), int64_t(n), rope, ws.rope.data());
+    ops::plan_attention(kv[0], ws.attn_seqs.data(), int(ws.attn_seqs.size()), hp.n_head,
+                        batch.shared_prefix_attention, ws.attn_plan);
 }
 
-// Copies the rows that want logits (each sequence's last n_logits tokens) into ws.out.
-int gather_logit_rows(const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
-    int row = 0;
-    size_t t = 0;
-    for (const BatchSeq& s : batch.seqs) {
-        for (int32_t i = s.n_tokens - s.n_logits; i < s.n_tokens; ++i, ++row)
-            std::copy_n(ws.x.data() + (t + size_t(i)) * hp.n_embd, hp.n_embd,
-                        ws.out.data() + size_t(row) * hp.n_embd);
-        t += size_t(s.n_tokens);
-    }
-    return row;
+// y[r, :] += b for every row (qwen2's q/k/v biases); nothing without a bias.
+void add_bias(Region& r, float* y, const std::vector<float>& b, int64_t n_rows) {
+    if (b.empty()) return;
+    const int64_t n = int64_t(b.size());
+    r.for_each(n_rows, [&](int64_t row) { ops::add_inplace(y + row * n, b.data(), n); });
+}
+
+// Rotates the new Q and K rows and stores K and V into the cache, one step: each task takes
+// up to kRows consecutive rows of one sequence.
+void rotate_and_store(Region& r, const HParams& hp, const ops::RopeParams& rope,
+                      const ops::KvLayerView& kv, ForwardWorkspace& ws) {
+    constexpr int kRows = 32;
+    const auto& seqs = ws.attn_seqs;
+    int64_t n_tasks = 0;
+    for (const ops::AttentionSeq& s : seqs) n_tasks += (s.n_q + kRows - 1) / kRows;
+    r.for_each(n_tasks, [&](int64_t task) {
+        int64_t t = 0;  // the sequence's first row in the batch
+        for (const ops::AttentionSeq& s : seqs) {
+            const int64_t tasks = (s.n_q + kRows - 1) / kRows;
+            if (task >= tasks) {
+                task -= tasks;
+                t += s.n_q;
+                continue;
+            }
+            const int64_t r0 = t + task * kRows,
+                          r1 = t + std::min<int64_t>(s.n_q, (task + 1) * kRows);
+            float* q = ws.q.data() + r0 * hp.n_embd_q();
+            float* k = ws.k.data() + r0 * hp.n_embd_kv();
+            const float* angles = ws.rope.data() + r0 * rope.n_rot;
+            ops::rope_apply(q, angles, r1 - r0, hp.n_head, hp.head_dim, rope);
+            ops::rope_apply(k, angles, r1 - r0, hp.n_head_kv, hp.head_dim, rope);
+            ops::kv_store(kv, s.block_table, ws.pos.data() + r0, k,
+                          ws.v.data() + r0 * hp.n_embd_kv(), r1 - r0);
+            return;
+        }
+    });
+}
+
+// The rows that want logits (each sequence's last n_logits tokens): x itself when every row
+// does (decode), else copied into ws.out.
+const float* logit_rows(Region& r, const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
+    if (batch.n_logit_rows() == batch.n_tokens()) return ws.x.data();
+    r.serial([&] {
+        int row = 0;
+        size_t t = 0;
+        for (const BatchSeq& s : batch.seqs) {
+            for (int32_t i = s.n_tokens - s.n_logits; i < s.n_tokens; ++i, ++row)
+                std::copy_n(ws.x.data() + (t + size_t(i)) * hp.n_embd, hp.n_embd,
+                            ws.out.data() + size_t(row) * hp.n_embd);
+            t += size_t(s.n_tokens);
+        }
+    });
+    return ws.out.data();
 }
 
 }  // namespace
@@ -96,44 +116,43 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
     const int64_t n = batch.n_tokens();
     if (n == 0) return;
     for (int32_t tok : batch.tokens) TROUPE_CHECK(tok >= 0 && tok < hp.n_vocab);
-    prepare(hp, batch, ws);
+    prepare(hp, batch, w_.rope_freqs, kv, ws);
     ops::RopeParams rope = hp.rope;
     if (!w_.rope_freqs.empty()) rope.freq_factors = w_.rope_freqs.data();
+    const float scale = 1.0f / std::sqrt(float(hp.head_dim));
+    const int n_out = batch.n_logit_rows();
     float* x = ws.x.data();
 
-    ops::get_rows(w_.tok_embd, batch.tokens.data(), n, x);     // x = embedding of each token
-    ops::rope_angles(ws.pos.data(), n, rope, ws.rope.data());  // once for every layer
-    for (int il = 0; il < hp.n_layer; ++il) {
-        const LayerWeights& l = w_.layers[size_t(il)];
-        // attention block
-        ops::rms_norm(x, l.attn_norm.data(), ws.xb.data(), n, hp.n_embd, hp.rms_eps);
-        const ops::Weight qkv[3] = {l.wq, l.wk, l.wv};
-        float* const qkv_out[3] = {ws.q.data(), ws.k.data(), ws.v.data()};
-        ops::matmul_many(qkv, 3, ws.xb.data(), qkv_out, n, pool);
-        add_bias(ws.q.data(), l.bq, n);
-        add_bias(ws.k.data(), l.bk, n);
-        add_bias(ws.v.data(), l.bv, n);
-        ops::rope_apply(ws.q.data(), ws.rope.data(), n, hp.n_head, hp.head_dim, rope);
-        ops::rope_apply(ws.k.data(), ws.rope.data(), n, hp.n_head_kv, hp.head_dim, rope);
-        ops::prefetch_weights(&l.wo, 1, kPrefetchBytes);  // hidden behind attention
-        attend(hp, batch, kv[size_t(il)], ws, pool);
-        ops::matmul(l.wo, ws.attn.data(), ws.proj.data(), n, pool);
-        ops::add_inplace(x, ws.proj.data(), n * hp.n_embd);  // residual
-        // feed-forward block (SwiGLU)
-        ops::rms_norm(x, l.ffn_norm.data(), ws.xb.data(), n, hp.n_embd, hp.rms_eps);
-        const ops::Weight gate_up[2] = {l.w_gate, l.w_up};
-        float* const gate_up_out[2] = {ws.gate.data(), ws.up.data()};
-        ops::matmul_many(gate_up, 2, ws.xb.data(), gate_up_out, n, pool);
-        ops::swiglu(ws.gate.data(), ws.up.data(), ws.gate.data(), n * hp.n_ff);
-        ops::matmul(l.w_down, ws.gate.data(), ws.proj.data(), n, pool);
-        ops::add_inplace(x, ws.proj.data(), n * hp.n_embd);  // residual
-    }
-    // output: final norm and projection of the rows that want logits only
-    const int n_out = gather_logit_rows(hp, batch, ws);
-    if (n_out == 0) return;
-    ops::rms_norm(ws.out.data(), w_.output_norm.data(), ws.out.data(), n_out, hp.n_embd,
-                  hp.rms_eps);
-    ops::matmul(w_.output, ws.out.data(), logits, n_out, pool);
+    run_region(pool, [&](Region& r) {
+        ops::get_rows(r, w_.tok_embd, batch.tokens.data(), n, x);  // x = token embeddings
+        for (int il = 0; il < hp.n_layer; ++il) {
+            const LayerWeights& l = w_.layers[size_t(il)];
+            const ops::KvLayerView& cache = kv[size_t(il)];
+            // attention block: Q, K, V of rms_norm(x) in one step
+            const ops::Weight qkv[] = {l.wq, l.wk, l.wv};
+            float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
+            ops::matmul_many(r, qkv, 3, {.x = x, .norm = l.attn_norm.data(), .eps = hp.rms_eps},
+                             qkv_out, n);
+            add_bias(r, ws.q.data(), l.bq, n);
+            add_bias(r, ws.k.data(), l.bk, n);
+            add_bias(r, ws.v.data(), l.bv, n);
+            rotate_and_store(r, hp, rope, cache, ws);
+            ops::attention(r, cache, ws.attn_plan, scale);
+            ops::matmul(r, l.wo, {.x = ws.attn.data()}, ws.proj.data(), n, x);  // x += wo attn
+            // feed-forward block (SwiGLU): gate and up of rms_norm(x), then x += down swiglu
+            const ops::Weight gate_up[] = {l.w_gate, l.w_up};
+            float* const gate_up_out[] = {ws.gate.data(), ws.up.data()};
+            ops::matmul_many(r, gate_up, 2, {.x = x, .norm = l.ffn_norm.data(), .eps = hp.rms_eps},
+                             gate_up_out, n);
+            ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), n,
+                        x);
+        }
+        // output: projection of the final norm of the rows that want logits only
+        if (n_out == 0) return;
+        const float* rows = logit_rows(r, hp, batch, ws);
+        ops::matmul(r, w_.output, {.x = rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps},
+                    logits, n_out);
+    });
 }
 
 }  // namespace troupe

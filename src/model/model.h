@@ -37,6 +37,7 @@ struct ForwardWorkspace {
     std::vector<float> rope;   // [n_tokens, n_rot] cos | sin of each token's rotary angles
     std::vector<int32_t> pos;  // [n_tokens]
     std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
+    ops::AttentionPlan attn_plan;              // the same for every layer of a pass
 };
 
 class Model {

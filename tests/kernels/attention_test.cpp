@@ -124,6 +124,74 @@ TEST(Attention, DecodeAndPrefillMatchReference) {
             }
 }
 
+// Every GQA group size from 1 to 8, with query counts around the point where the kernel
+// switches from the tree form (few query vectors) to queries in lanes (many): decode rows
+// (group query vectors), short and long prefills, chunked prefill that starts mid-block.
+TEST(Attention, GroupSizesAndQueryCounts) {
+    ThreadPool pool(2);
+    for (int group : {1, 2, 3, 4, 5, 8})
+        for (DType type : {DType::F16, DType::F32}) {
+            if (type == DType::F32 && group != 3 && group != 8) continue;
+            SCOPED_TRACE(::testing::Message() << "group " << group << " " << type_name(type));
+            const int n_kv_head = group == 8 ? 1 : 2, n_head = n_kv_head * group;
+            const int block_size = 16, head_dim = 64, n_blocks = 24;
+            TestKv kv(type, n_blocks, block_size, n_kv_head, head_dim);
+            std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+            std::iota(table.begin(), table.end(), 0);
+            std::reverse(table.begin(), table.end());
+            fill_cache(kv, table, n_blocks * block_size, uint32_t(group));
+            std::vector<TestSeq> seqs;
+            uint32_t seed = 100;
+            for (int n_q : {1, 2, 3, 5, 8, 15, 16, 17, 33})
+                seqs.push_back(make_seq(table, 300 - n_q, n_q, n_head, head_dim, seed++));
+            seqs.push_back(make_seq(table, 0, 70, n_head, head_dim, seed++));
+            seqs.push_back(make_seq(table, 21, 43, n_head, head_dim, seed++));
+            check_against_reference(kv, seqs, n_head, &pool, false);
+            check_against_reference(kv, seqs, n_head, nullptr, false);
+        }
+}
+
+// Long contexts (the key range split over tasks) with scores of a wide range that grow
+// along the positions, so that the running maximum moves often and by large steps (the
+// rescaling paths), and that fall (the first keys dominate).
+TEST(Attention, LongContextsWithMovingMaximum) {
+    ThreadPool pool(2);
+    const int block_size = 16, head_dim = 64, n_kv_head = 2, n_head = 6, n_pos = 1500;
+    const int n_blocks = n_pos / block_size + 1;
+    for (bool rising : {true, false}) {
+        SCOPED_TRACE(rising ? "rising scores" : "falling scores");
+        TestKv kv(DType::F16, n_blocks, block_size, n_kv_head, head_dim);
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), std::mt19937(7));
+        // K rows all point along (1, 1, ..) with a length that changes with the position:
+        // scores from about -40 to +120 against a query along the same direction (beyond
+        // the range of float exponentials: a kernel must move its running maximum).
+        const int row = n_kv_head * head_dim;
+        std::vector<float> k(size_t(n_pos * row)), v(k.size());
+        auto noise = random_floats(k.size(), 5, -0.2f, 0.2f);
+        auto values = random_floats(v.size(), 6, -1.0f, 1.0f);
+        for (int p = 0; p < n_pos; ++p) {
+            const float t = float(p) / float(n_pos);
+            const float len = (rising ? t : 1.0f - t) * 10.0f - 2.5f;
+            for (int i = 0; i < row; ++i) {
+                k[size_t(p * row + i)] = len + noise[size_t(p * row + i)];
+                v[size_t(p * row + i)] = values[size_t(p * row + i)];
+            }
+        }
+        std::vector<int32_t> pos(static_cast<size_t>(n_pos));
+        std::iota(pos.begin(), pos.end(), 0);
+        ops::ref::kv_store(kv.view, table.data(), pos.data(), k.data(), v.data(), n_pos);
+        std::vector<TestSeq> seqs;
+        for (int first : {1499, 1023, 700})
+            seqs.push_back(make_seq(table, first, 1, n_head, head_dim, 9));
+        seqs.push_back(make_seq(table, 1400, 30, n_head, head_dim, 10));
+        for (TestSeq& s : seqs)
+            for (float& x : s.q) x = 2.0f + 0.2f * x;  // along (1, 1, ..)
+        check_against_reference(kv, seqs, n_head, &pool, false);
+    }
+}
+
 TEST(Attention, SharedPrefixEqualsPlainAttention) {
     ThreadPool pool(2);
     for (int n_seqs : {2, 3, 8}) {
@@ -161,6 +229,86 @@ TEST(Attention, SharedPrefixEqualsPlainAttention) {
         check_against_reference(kv, seqs, n_head, &pool, true);
         check_against_reference(kv, seqs, n_head, nullptr, true);
         check_against_reference(kv, seqs, n_head, &pool, false);
+    }
+}
+
+// A query row's output is bit-identical however it is computed: decoded alone (the tree
+// kernel), as a row of a prefill or of a prefill chunk of any size (tiles of 1 to 64 query
+// vectors, GQA groups split across tiles, the tree or the lanes kernel), beside other
+// sequences, through a shared prefix (rows of several sequences in one task), with or
+// without threads; for F16 and F32 caches, head sizes of whole and partial vectors, and
+// blocks that do and do not divide the key chunks.
+struct InvarianceCase {
+    DType type;
+    int block_size, n_kv_head, group, head_dim;
+};
+
+void check_rows_batch_invariant(const InvarianceCase& c, ThreadPool& pool) {
+    const int n_head = c.n_kv_head * c.group, n_pos = 300;
+    const int n_blocks = (n_pos + c.block_size - 1) / c.block_size;
+    TestKv kv(c.type, n_blocks + 4, c.block_size, c.n_kv_head, c.head_dim);
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    std::iota(table.begin(), table.end(), 2);
+    fill_cache(kv, table, n_pos, uint32_t(5 + c.head_dim));
+    const size_t row = size_t(n_head * c.head_dim);
+    const auto q = random_floats(row * n_pos, 8, -3.0f, 3.0f);
+    for_each_target([&] {
+        std::vector<float> full(row * n_pos);  // every row in one prefill
+        ops::AttentionSeq all{table.data(), 0, n_pos, q.data(), full.data()};
+        ops::attention(kv.view, &all, 1, n_head, 0.125f, &pool);
+        auto expect_rows = [&](const std::vector<float>& got, int r0, int n, const char* how) {
+            for (size_t i = 0; i < size_t(n) * row; ++i)
+                if (got[i] != full[size_t(r0) * row + i]) {
+                    ADD_FAILURE() << how << " " << n << ": row " << r0 + int(i / row)
+                                  << " differs: " << got[i] << " vs " << full[size_t(r0) * row + i];
+                    return;
+                }
+        };
+        for (int pos : {0, 1, 127, 128, 129, 250, 299}) {  // decoded alone
+            std::vector<float> out(row);
+            ops::AttentionSeq s{table.data(), pos, 1, q.data() + size_t(pos) * row, out.data()};
+            ops::attention(kv.view, &s, 1, n_head, 0.125f, pos % 2 ? &pool : nullptr);
+            expect_rows(out, pos, 1, "decode");
+        }
+        for (int n : {2, 3, 5, 8, 13, 37, 64}) {  // prefill chunks of n rows
+            for (int r0 : {0, 1, 120, 126, 200, n_pos - n}) {
+                std::vector<float> out(row * size_t(n));
+                ops::AttentionSeq s{table.data(), r0, n, q.data() + size_t(r0) * row, out.data()};
+                ops::attention(kv.view, &s, 1, n_head, 0.125f, r0 % 2 ? nullptr : &pool);
+                expect_rows(out, r0, n, "chunk");
+            }
+        }
+        // Sequences sharing every block (grouped as a shared prefix): decodes, and decodes
+        // beside prefill chunks.
+        for (bool with_chunks : {false, true}) {
+            const int first[] = {140, 260, 299, 180, 230};
+            const int n_q[] = {1, 1, 1, 7, 20};
+            const int n_seqs = with_chunks ? 5 : 3;
+            std::vector<std::vector<float>> outs;
+            std::vector<ops::AttentionSeq> batch;
+            for (int i = 0; i < n_seqs; ++i) outs.emplace_back(row * size_t(n_q[i]));
+            for (int i = 0; i < n_seqs; ++i)
+                batch.push_back({table.data(), first[i], n_q[i], q.data() + size_t(first[i]) * row,
+                                 outs[size_t(i)].data()});
+            ASSERT_EQ(ops::find_shared_prefixes(batch.data(), n_seqs, c.block_size).size(), 1u);
+            ops::attention(kv.view, batch.data(), n_seqs, n_head, 0.125f, &pool);
+            for (int i = 0; i < n_seqs; ++i)
+                expect_rows(outs[size_t(i)], first[i], n_q[i], "shared");
+        }
+    });
+}
+
+TEST(Attention, RowsAreBatchInvariant) {
+    ThreadPool pool(2);
+    const InvarianceCase cases[] = {
+        {DType::F16, 16, 3, 3, 64}, {DType::F16, 5, 3, 3, 64},  {DType::F32, 16, 1, 8, 48},
+        {DType::F16, 32, 2, 4, 20}, {DType::F32, 7, 2, 1, 128}, {DType::F16, 16, 1, 5, 64},
+    };
+    for (const InvarianceCase& c : cases) {
+        SCOPED_TRACE(::testing::Message()
+                     << type_name(c.type) << " block " << c.block_size << " kv heads "
+                     << c.n_kv_head << " group " << c.group << " head_dim " << c.head_dim);
+        check_rows_batch_invariant(c, pool);
     }
 }
 

@@ -153,6 +153,76 @@ TEST(Matmul, ManyMatricesOnOneInput) {
         }
 }
 
+// The 32-value block types sum in one canonical order on every path (matrix-vector for 1-3
+// tokens, packed rows for batched decode, the matrix-matrix tiles of prefill): a token's
+// outputs are bit-identical whether it is computed alone or as a row of any batch, with or
+// without threads.
+TEST(Matmul, BlockTypesAreBatchInvariant) {
+    ThreadPool pool(2);
+    for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_1, DType::Q5_1})
+        for (int64_t n_in : {32, 288, 576, 1536}) {
+            const int64_t n_out = 83;
+            const TestWeight tw = make_weight(type, n_in, n_out, uint32_t(n_in + 3), 1);
+            const int64_t max_tokens = 40;
+            const auto x = random_floats(size_t(n_in * max_tokens), 9, -2.0f, 2.0f);
+            for_each_target([&] {
+                std::vector<float> alone(size_t(n_out * max_tokens));
+                for (int64_t t = 0; t < max_tokens; ++t)
+                    ops::matmul(tw.w, x.data() + t * n_in, alone.data() + t * n_out, 1, nullptr);
+                for (int64_t n_tokens : {2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 40}) {
+                    std::vector<float> batch(size_t(n_out * n_tokens));
+                    ops::matmul(tw.w, x.data(), batch.data(), n_tokens, &pool);
+                    for (size_t i = 0; i < batch.size(); ++i)
+                        if (batch[i] != alone[i]) {
+                            ADD_FAILURE()
+                                << type_name(type) << " n_in " << n_in << " tokens " << n_tokens
+                                << ": y[" << i / size_t(n_out) << "," << i % size_t(n_out)
+                                << "] = " << batch[i] << " in the batch, " << alone[i] << " alone";
+                            return;
+                        }
+                }
+            });
+        }
+}
+
+// Inside a region, the input transforms (RMSNorm, SwiGLU) and the residual add give the
+// values of the separate ops bit for bit, on the matrix-vector and matrix-matrix paths.
+TEST(Matmul, FusedInputsAndResidualEqualSeparateOps) {
+    ThreadPool pool(2);
+    for (DType type : {DType::Q8_0, DType::Q4_K, DType::F16}) {
+        const int64_t n_in = 512, n_out = 70;
+        const TestWeight tw = make_weight(type, n_in, n_out, 11, 0);
+        for (int64_t n_tokens : {1, 3, 8, 21}) {
+            const auto x = random_floats(size_t(n_in * n_tokens), 1, -2.0f, 2.0f);
+            const auto up = random_floats(x.size(), 2, -2.0f, 2.0f);
+            const auto norm = random_floats(size_t(n_in), 3, 0.5f, 1.5f);
+            const auto resid = random_floats(size_t(n_out * n_tokens), 4, -1.0f, 1.0f);
+            for_each_target([&] {
+                std::vector<float> tmp(x.size()), want(resid.size()), got(resid.size());
+                // RMSNorm on the way in.
+                ops::rms_norm(x.data(), norm.data(), tmp.data(), n_tokens, n_in, 1e-5f);
+                ops::matmul(tw.w, tmp.data(), want.data(), n_tokens, &pool);
+                run_region(&pool, [&](Region& r) {
+                    ops::matmul(r, tw.w, {.x = x.data(), .norm = norm.data(), .eps = 1e-5f},
+                                got.data(), n_tokens);
+                });
+                EXPECT_EQ(got, want) << type_name(type) << " norm, " << n_tokens << " tokens";
+                // SwiGLU on the way in, and the residual add.
+                ops::swiglu(x.data(), up.data(), tmp.data(), n_in * n_tokens);
+                ops::matmul(tw.w, tmp.data(), want.data(), n_tokens, &pool);
+                std::vector<float> want_sum = resid, got_sum = resid;
+                ops::add_inplace(want_sum.data(), want.data(), n_out * n_tokens);
+                run_region(&pool, [&](Region& r) {
+                    ops::matmul(r, tw.w, {.x = x.data(), .up = up.data()}, got.data(), n_tokens,
+                                got_sum.data());
+                });
+                EXPECT_EQ(got, want) << type_name(type) << " swiglu, " << n_tokens << " tokens";
+                EXPECT_EQ(got_sum, want_sum) << type_name(type) << " residual";
+            });
+        }
+    }
+}
+
 // The activation conversion is the reference's, byte for byte (same scales, same rounding
 // of halves, same clamping), on inputs with ties, zeros, large and tiny values.
 TEST(Matmul, ActivationConversionIsBitExact) {

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <string>
 
 #include "kernels/ops.h"
 #include "kernels/probes.h"
@@ -249,93 +250,124 @@ void bench_gemm(Context& c, const std::vector<DType>& types) {
     c.out["matmul"] = rows;
 }
 
-// A KV cache of one layer with the model's attention shape, filled with random values.
+// KV caches of the model's attention shape (F16, 16-token blocks), filled with random values:
+// `n_copies` layers of n_blocks blocks each, in one buffer.
 struct BenchKv {
     std::vector<uint8_t> k, v;
-    ops::KvLayerView view;
-    BenchKv(int n_blocks, int block_size, int n_kv_head, int head_dim) {
+    std::vector<ops::KvLayerView> layers;
+    BenchKv(int n_blocks, int block_size, int n_kv_head, int head_dim, int n_copies = 1) {
+        ops::KvLayerView view;
         view.type = DType::F16;
         view.block_size = block_size;
         view.head_dim = head_dim;
         view.n_kv_head = n_kv_head;
         view.head_stride = size_t(block_size) * size_t(head_dim) * 2;
         view.block_stride = view.head_stride * size_t(n_kv_head);
-        const auto f = random_floats(view.block_stride * size_t(n_blocks) / 2, 11);
-        k.resize(view.block_stride * size_t(n_blocks));
+        const size_t layer_bytes = view.block_stride * size_t(n_blocks);
+        k.resize(layer_bytes * size_t(n_copies));
         v.resize(k.size());
-        for (size_t i = 0; i < f.size(); ++i) {
-            const uint16_t h =
-                uint16_t(0x3000 + (i * 2654435761u) % 0x0c00);  // values in [0.125, 1)
-            std::memcpy(&k[2 * i], &h, 2);
-            std::memcpy(&v[2 * i], &h, 2);
+        for (size_t i = 0; i < k.size() / 2; ++i) {
+            // values in [0.125, 1), differing between K and V
+            const uint16_t hk = uint16_t(0x3000 + (i * 2654435761u) % 0x0c00);
+            const uint16_t hv = uint16_t(0x3000 + (i * 40503u + 7) % 0x0c00);
+            std::memcpy(&k[2 * i], &hk, 2);
+            std::memcpy(&v[2 * i], &hv, 2);
         }
-        view.k = k.data();
-        view.v = v.data();
+        for (int c = 0; c < n_copies; ++c) {
+            view.k = k.data() + size_t(c) * layer_bytes;
+            view.v = v.data() + size_t(c) * layer_bytes;
+            layers.push_back(view);
+        }
     }
 };
 
+// Sequences of one attention batch with their block tables and buffers.
+struct BenchBatch {
+    std::vector<std::vector<int32_t>> tables;
+    std::vector<std::vector<float>> q, out;
+    std::vector<ops::AttentionSeq> seqs;
+    int64_t n_pairs = 0;  // (query row, head, visible key) triples: the work of one call
+};
+
+// n_seqs sequences, each with `context` tokens before its n_q query rows; the first
+// `shared` tokens (whole blocks) are the same physical blocks for all of them.
+BenchBatch make_batch(int n_seqs, int context, int n_q, int shared, int n_head, int head_dim,
+                      int block_size, int n_blocks) {
+    BenchBatch b;
+    std::vector<int32_t> prefix;
+    int32_t next = 0;
+    for (int i = 0; i < shared / block_size; ++i) prefix.push_back(next++);
+    for (int s = 0; s < n_seqs; ++s) {
+        std::vector<int32_t> t = prefix;
+        while (int(t.size()) * block_size < context + n_q) t.push_back(next++ % n_blocks);
+        b.tables.push_back(std::move(t));
+        b.q.push_back(random_floats(size_t(n_q * n_head * head_dim), uint32_t(s + 1)));
+        b.out.emplace_back(b.q.back().size());
+        for (int r = 0; r < n_q; ++r) b.n_pairs += int64_t(n_head) * (context + r + 1);
+    }
+    for (int s = 0; s < n_seqs; ++s)
+        b.seqs.push_back({b.tables[size_t(s)].data(), context, n_q, b.q[size_t(s)].data(),
+                          b.out[size_t(s)].data()});
+    return b;
+}
+
+// Attention per layer of the 135M model (9 heads, 3 kv heads, head_dim 64): decode at several
+// contexts, 8 sequences with and without a shared prefix, prefill; us per call and the
+// multiply-add rate (2 x head_dim per query row, head and visible key: scores and values)
+// against the FMA probe. Decode from DRAM cycles through the caches of many layers.
 void bench_attention(Context& c) {
-    const int n_head = 9, n_kv_head = 3, head_dim = 64, bs = 16;
-    BenchKv kv(1024, bs, n_kv_head, head_dim);
+    const int n_head = 9, n_kv_head = 3, head_dim = 64, bs = 16, n_blocks = 1024;
     const float scale = 0.125f;
-    auto make_seqs = [&](int n_seqs, int prefix_tokens, int own_tokens, bool share, int n_q,
-                         std::vector<std::vector<int32_t>>& tables,
-                         std::vector<std::vector<float>>& qo) {
-        std::vector<ops::AttentionSeq> seqs;
-        tables.assign(size_t(n_seqs), {});
-        qo.assign(size_t(n_seqs) * 2, {});
-        int32_t next = 0;
-        const int prefix_blocks = prefix_tokens / bs;
-        std::vector<int32_t> prefix;
-        for (int b = 0; b < prefix_blocks; ++b) prefix.push_back(next++);
-        for (int s = 0; s < n_seqs; ++s) {
-            auto& t = tables[size_t(s)];
-            if (share) {
-                t = prefix;
-            } else {
-                for (int b = 0; b < prefix_blocks; ++b) t.push_back(next++ % 1024);
-            }
-            const int total = prefix_blocks * bs + own_tokens;
-            while (int(t.size()) * bs < total) t.push_back(next++ % 1024);
-            qo[size_t(2 * s)] = random_floats(size_t(n_q * n_head * head_dim), uint32_t(s));
-            qo[size_t(2 * s + 1)].resize(size_t(n_q * n_head * head_dim));
-            seqs.push_back({t.data(), total - n_q, n_q, qo[size_t(2 * s)].data(),
-                            qo[size_t(2 * s + 1)].data()});
-        }
-        return seqs;
-    };
-    json out;
+    BenchKv kv(n_blocks, bs, n_kv_head, head_dim);
+    json out = json::object();
     say(c, "attention per layer (9 heads, 3 kv heads, head_dim 64, F16 cache, %d threads)\n",
         c.pool.size());
-    std::vector<std::vector<int32_t>> tables;
-    std::vector<std::vector<float>> qo;
-    auto run = [&](const char* label, const char* key, std::vector<ops::AttentionSeq> seqs,
-                   bool grouped) {
-        const auto groups = grouped ? ops::find_shared_prefixes(seqs.data(), int(seqs.size()), bs)
-                                    : std::vector<ops::SharedPrefixGroup>{};
+    say(c, "  %-58s %9s %9s %8s\n", "", "us", "[best]", "GFLOP/s");
+    auto run = [&](const std::string& label, const std::string& key, BenchBatch b, bool grouped,
+                   const BenchKv& cache) {
+        const auto groups = grouped
+                                ? ops::find_shared_prefixes(b.seqs.data(), int(b.seqs.size()), bs)
+                                : std::vector<ops::SharedPrefixGroup>{};
+        size_t layer = 0;
         const auto t = measure(
             [&] {
-                ops::attention_shared(kv.view, seqs.data(), int(seqs.size()), groups, n_head, scale,
-                                      &c.pool);
+                const ops::KvLayerView& view = cache.layers[layer++ % cache.layers.size()];
+                ops::attention_shared(view, b.seqs.data(), int(b.seqs.size()), groups, n_head,
+                                      scale, &c.pool);
             },
             c.seconds);
-        say(c, "  %-58s %9.1f us [%.1f]\n", label, t.median * 1e6, t.best * 1e6);
-        out[key] = {{"us", t.median * 1e6}, {"us_best", t.best * 1e6}};
+        const double gflops = 4.0 * head_dim * double(b.n_pairs) / t.median * 1e-9;
+        say(c, "  %-58s %9.1f %9.1f %8.1f (%4.1f%% of FMA)\n", label.c_str(), t.median * 1e6,
+            t.best * 1e6, gflops, 100.0 * gflops / c.fma_all);
+        out[key] = {{"us", t.median * 1e6},
+                    {"us_best", t.best * 1e6},
+                    {"gflops", gflops},
+                    {"fraction_of_fma", gflops / c.fma_all}};
         return t.median;
     };
-    run("decode, 1 sequence, context 512", "decode_1x512",
-        make_seqs(1, 496, 16, false, 1, tables, qo), false);
-    run("decode, 8 sequences, context 512 each (no sharing)", "decode_8x512",
-        make_seqs(8, 496, 16, false, 1, tables, qo), false);
-    const double plain =
-        run("decode, 8 sequences, 1,008-token shared prefix, read separately",
-            "shared_8x1000_plain", make_seqs(8, 1008, 8, true, 1, tables, qo), false);
+    for (int ctx : {256, 512, 1024, 2048, 4096})
+        run("decode, 1 sequence, context " + std::to_string(ctx), "decode_1x" + std::to_string(ctx),
+            make_batch(1, ctx, 1, 0, n_head, head_dim, bs, n_blocks), false, kv);
+    {
+        // 64 layers of 1,400 tokens: 69 MB of K/V, beyond the caches as in a model (whose
+        // weights pass through the cache between two layers).
+        BenchKv layers(90, bs, n_kv_head, head_dim, 64);
+        run("decode, 1 sequence, context 1400, K/V from DRAM", "decode_1x1400_dram",
+            make_batch(1, 1400, 1, 0, n_head, head_dim, bs, 90), false, layers);
+    }
+    run("decode, 8 sequences, context 1,024 each (no sharing)", "decode_8x1024",
+        make_batch(8, 1024, 1, 0, n_head, head_dim, bs, n_blocks), false, kv);
+    const double plain = run(
+        "decode, 8 sequences, 1,008-token shared prefix, read separately", "shared_8x1000_plain",
+        make_batch(8, 1016, 1, 1008, n_head, head_dim, bs, n_blocks), false, kv);
     const double shared =
         run("decode, 8 sequences, 1,008-token shared prefix, shared form", "shared_8x1000_shared",
-            make_seqs(8, 1008, 8, true, 1, tables, qo), true);
+            make_batch(8, 1016, 1, 1008, n_head, head_dim, bs, n_blocks), true, kv);
     say(c, "  shared-prefix gain: %.2fx\n", plain / shared);
     out["shared_prefix_speedup"] = plain / shared;
-    run("prefill, 512 tokens", "prefill_512", make_seqs(1, 0, 512, false, 512, tables, qo), false);
+    for (int n : {512, 1400})
+        run("prefill, " + std::to_string(n) + " tokens", "prefill_" + std::to_string(n),
+            make_batch(1, 0, n, 0, n_head, head_dim, bs, n_blocks), false, kv);
     say(c, "\n");
     c.out["attention"] = out;
 }

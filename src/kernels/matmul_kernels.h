@@ -1,0 +1,56 @@
+// The per-target matrix kernels of matmul.cpp, dispatched to the best target of this CPU:
+// the building blocks that matmul_ops.cpp splits over threads. Internal to src/kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/matmul_act.h"
+#include "kernels/ops.h"
+
+namespace troupe::ops::kern {
+
+// Whether this target has a SIMD kernel for the weight type (else: the reference dot).
+bool has_kernel(DType type);
+
+// Rows [t0, t1) of x: [*, l.n_in] converted into act: [*, l.row_bytes] (matmul_act.h).
+void quantize_act_rows(const float* x, int64_t t0, int64_t t1, uint8_t* act, const ActLayout& l);
+
+// ---- Matrix-vector (1 to kGemvMaxTokens tokens at a time) ---------------------------------
+
+constexpr int64_t kGemvMaxTokens = 3;
+
+// Where a thread's weight prefetching stands: the kernels prefetch from `next` on (a fixed
+// distance ahead of the rows they read), never at or past `end`. A thread that computes
+// consecutive rows keeps one cursor, so prefetching runs on across its row ranges.
+struct WeightStream {
+    const uint8_t* next = nullptr;
+    const uint8_t* end = nullptr;
+};
+
+// Per-thread scratch of gemv_rows for n_tokens tokens, and the rows its kernels compute
+// together (row ranges that are multiples of it use every lane).
+size_t gemv_scratch_bytes(const Weight& w, int64_t n_tokens);
+int64_t gemv_row_group();
+
+// y[t, o] for t in [t0, t1), o in [o0, o1): y: [*, w.n_out], act: converted rows.
+// scratch: gemv_scratch_bytes(w, t1 - t0), 64-byte aligned.
+void gemv_rows(const Weight& w, const uint8_t* act, const ActLayout& l, int64_t t0, int64_t t1,
+               int64_t o0, int64_t o1, WeightStream& stream, float* y, uint8_t* scratch);
+
+// ---- Matrix-matrix (packed activations) ---------------------------------------------------
+
+// Tokens per packed vector, and the bytes of one packed vector (0: no kernel for w).
+size_t gemm_token_lanes();
+size_t gemm_packed_bytes(const Weight& w, const ActLayout& l);
+// Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]) into act (all tokens'
+// rows) and packs them into `packed`.
+void quantize_and_pack(bool all_q8_0, const float* rows, const ActLayout& l, int64_t tv,
+                       int64_t n_tokens, uint8_t* act, uint8_t* packed);
+// Per-thread scratch of gemm_rows.
+size_t gemm_scratch_bytes(const Weight& w);
+// Rows [o0, o1) for all n_tokens tokens from the packed activations.
+void gemm_rows(const Weight& w, const ActLayout& l, const uint8_t* packed, bool all_q8_0,
+               int64_t n_tokens, int64_t o0, int64_t o1, float* y, uint8_t* scratch);
+
+}  // namespace troupe::ops::kern

@@ -1,0 +1,326 @@
+// Matrix products split over the participants of a region (kernels/region.h), and the
+// ThreadPool forms of ops.h (one region per call).
+//
+// - Matrix-vector (decode): the rows of all matrices are cut into tasks; each participant
+//   converts the activations itself (no step for it) and streams the rows of its share in
+//   order, its weight prefetching running on from task to task.
+// - Matrix-matrix (batched decode, prefill): one step converts and packs the tokens into
+//   shared scratch, one step computes row ranges for all tokens.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "hwy/cache_control.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/ops.h"
+#include "kernels/ops_ref.h"
+#include "kernels/region.h"
+#include "tensor/quant_ref.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+namespace troupe::ops {
+
+namespace {
+
+// From how many tokens on the packed (matrix-matrix) kernels beat matrix-vector passes of up
+// to 3 tokens each (measured): the 32-value block types stream their rows once for up to a
+// vector of tokens (GemvPacked) and win from 4; a K-quant row costs the same for 1 or a full
+// vector of tokens, so they wait for one; float rows need several vectors of tokens.
+int64_t min_gemm_tokens(DType type, int64_t token_lanes) {
+    switch (type) {
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q5_0:
+        case DType::Q4_1:
+        case DType::Q5_1:
+            return 4;
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+            return std::max<int64_t>(4, 4 * token_lanes);
+        default:
+            return std::max<int64_t>(4, token_lanes);
+    }
+}
+
+// Rows per task: about `per_participant` tasks per participant, a multiple of `multiple`.
+int64_t rows_per_task(int64_t n, int n_participants, int per_participant, int64_t multiple) {
+    const int64_t n_tasks =
+        std::max<int64_t>(1, std::min<int64_t>((n + multiple - 1) / multiple,
+                                               int64_t(per_participant) * n_participants));
+    return ((n + n_tasks - 1) / n_tasks + multiple - 1) / multiple * multiple;
+}
+
+// Task t of a row split over several matrices: matrix `m`, rows [o0, o1).
+struct RowTask {
+    int m;
+    int64_t o0, o1;
+};
+
+// The rows of n matrices cut into tasks of about `chunk` rows, each within one matrix, in
+// matrix order.
+class RowTasks {
+  public:
+    RowTasks(const Weight* ws, int n, int64_t chunk) : ws_(ws), n_(n), chunk_(chunk) {
+        for (int m = 0; m < n; ++m) first_[m + 1] = first_[m] + (ws[m].n_out + chunk - 1) / chunk;
+    }
+    int64_t size() const { return first_[n_]; }
+    int64_t first_of(int m) const { return first_[m]; }  // first task of matrix m (m <= n)
+    RowTask operator[](int64_t t) const {
+        int m = 0;
+        while (t >= first_[m + 1]) ++m;
+        const int64_t o0 = (t - first_[m]) * chunk_;
+        return {m, o0, std::min(ws_[m].n_out, o0 + chunk_)};
+    }
+
+  private:
+    const Weight* ws_;
+    int n_;
+    int64_t chunk_;
+    int64_t first_[kMaxMatmulMany + 1] = {};
+};
+
+// Input rows [t0, t1) of `in` (n_in values each): in.x itself, or the transformed rows
+// written to tmp: [t1 - t0, n_in].
+const float* input_rows(const MatmulInput& in, int64_t n_in, int64_t t0, int64_t t1, float* tmp) {
+    const float* x = in.x + t0 * n_in;
+    if (in.norm) {
+        rms_norm(x, in.norm, tmp, t1 - t0, n_in, in.eps);
+        return tmp;
+    }
+    if (in.up) {
+        swiglu(x, in.up + t0 * n_in, tmp, (t1 - t0) * n_in);
+        return tmp;
+    }
+    return x;
+}
+
+bool transforms(const MatmulInput& in) {
+    return in.norm || in.up;
+}
+
+// add_to[t, o] += y[t, o] for rows [o0, o1) of every token.
+void add_rows(float* add_to, const float* y, int64_t n_out, int64_t n_tokens, int64_t o0,
+              int64_t o1) {
+    if (!add_to) return;
+    for (int64_t t = 0; t < n_tokens; ++t)
+        add_inplace(add_to + t * n_out + o0, y + t * n_out + o0, o1 - o0);
+}
+
+// The reference path for weight types without a SIMD kernel on this target: activations in
+// the reference block format, one vec_dot_act per output value.
+void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
+                     float* add_to) {
+    const DType at = act_type(w.type);
+    const size_t xa_bytes = row_bytes(at, w.n_in);
+    auto* xa = static_cast<uint8_t*>(r.shared_scratch(xa_bytes * size_t(n_tokens)));
+    r.for_each(n_tokens, [&](int64_t t) {
+        auto* tmp = static_cast<float*>(r.thread_scratch(size_t(w.n_in) * sizeof(float)));
+        quantize_row(at, input_rows(in, w.n_in, t, t + 1, tmp), xa + size_t(t) * xa_bytes, w.n_in);
+    });
+    constexpr int64_t kRowsPerTask = 16;
+    r.for_each((w.n_out + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+        const int64_t o0 = task * kRowsPerTask, o1 = std::min(w.n_out, o0 + kRowsPerTask);
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t o = o0; o < o1; ++o)
+                y[t * w.n_out + o] = vec_dot_act(w.type, w.data + size_t(o) * w.row_stride,
+                                                 xa + size_t(t) * xa_bytes, w.n_in);
+        add_rows(add_to, y, w.n_out, n_tokens, o0, o1);
+    });
+}
+
+// Matrix-matrix: one step converts and packs the tokens (a packed vector per task), one step
+// computes row ranges for all tokens.
+void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
+                   int64_t n_tokens, float* const* add_to, const ActLayout& l, size_t packed_bytes,
+                   int64_t total_rows) {
+    const int64_t L = int64_t(kern::gemm_token_lanes());
+    const int64_t n_vecs = (n_tokens + L - 1) / L;
+    const size_t act_bytes = l.row_bytes * size_t(n_tokens);
+    auto* act = static_cast<uint8_t*>(r.shared_scratch(act_bytes + packed_bytes * size_t(n_vecs)));
+    uint8_t* packed = act + act_bytes;
+    bool all_q8_0 = true;
+    size_t scratch_bytes = 0;
+    for (int m = 0; m < n; ++m) {
+        all_q8_0 &= ws[m].type == DType::Q8_0;
+        scratch_bytes = std::max(scratch_bytes, kern::gemm_scratch_bytes(ws[m]));
+    }
+    r.for_each(n_vecs, [&](int64_t tv) {
+        const int64_t t0 = tv * L, t1 = std::min(n_tokens, t0 + L);
+        float* tmp =
+            transforms(in)
+                ? static_cast<float*>(r.thread_scratch(size_t(L) * size_t(l.n_in) * sizeof(float)))
+                : nullptr;
+        kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens, act,
+                                packed);
+    });
+    const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), 4, 4));
+    r.for_each(tasks.size(), [&](int64_t t) {
+        const RowTask task = tasks[t];
+        auto* scratch = static_cast<uint8_t*>(r.thread_scratch(scratch_bytes));
+        const Weight& w = ws[task.m];
+        kern::gemm_rows(w, l, packed, all_q8_0, n_tokens, task.o0, task.o1, ys[task.m], scratch);
+        if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
+    });
+}
+
+// Matrix-vector: every participant converts the activations into its own scratch, then
+// streams the rows of its tasks; prefetching runs on to the end of its share of a matrix.
+void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
+                 int64_t n_tokens, float* const* add_to, const ActLayout& l, int64_t total_rows) {
+    const size_t act_bytes = l.row_bytes * size_t(n_tokens);
+    const size_t tmp_bytes = transforms(in) ? size_t(n_tokens * l.n_in) * sizeof(float) : 0;
+    size_t tile_bytes = 0;
+    for (int m = 0; m < n; ++m)
+        tile_bytes = std::max(tile_bytes, kern::gemv_scratch_bytes(ws[m], n_tokens));
+    tile_bytes = round_up_64(tile_bytes);
+    const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), 6, kern::gemv_row_group()));
+    const auto [share_begin, share_end] = r.my_share(tasks.size());
+    uint8_t* act = nullptr;
+    uint8_t* tile_scratch = nullptr;
+    kern::WeightStream stream;
+    r.for_each(tasks.size(), [&](int64_t t) {
+        if (!act) {
+            act = static_cast<uint8_t*>(r.thread_scratch(act_bytes + tile_bytes + tmp_bytes));
+            tile_scratch = act + act_bytes;
+            auto* tmp = reinterpret_cast<float*>(tile_scratch + tile_bytes);
+            kern::quantize_act_rows(input_rows(in, l.n_in, 0, n_tokens, tmp), 0, n_tokens, act, l);
+        }
+        const RowTask task = tasks[t];
+        const Weight& w = ws[task.m];
+        int64_t last = t;  // the last task of this share in the same matrix
+        if (t >= share_begin && t < share_end)
+            last = std::min(share_end, tasks.first_of(task.m + 1)) - 1;
+        stream.end = w.data + size_t(tasks[last].o1) * w.row_stride;
+        kern::gemv_rows(w, act, l, 0, n_tokens, task.o0, task.o1, stream, ys[task.m], tile_scratch);
+        if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
+    });
+}
+
+}  // namespace
+
+void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
+                 int64_t n_tokens, float* const* add_to) {
+    TROUPE_CHECK(n >= 0 && n <= kMaxMatmulMany);
+    if (n_tokens <= 0 || n == 0) return;
+    const DType at = act_type(ws[0].type);  // throws troupe::Error for types without compute
+    bool fused = kern::has_kernel(ws[0].type);
+    int64_t total_rows = 0;
+    for (int m = 0; m < n; ++m) {
+        fused &=
+            act_type(ws[m].type) == at && ws[m].n_in == ws[0].n_in && kern::has_kernel(ws[m].type);
+        total_rows += ws[m].n_out;
+    }
+    if (!fused) {
+        for (int m = 0; m < n; ++m) {
+            float* const* add = add_to ? add_to + m : nullptr;
+            if (kern::has_kernel(ws[m].type)) {
+                matmul_many(r, ws + m, 1, in, ys + m, n_tokens, add);
+            } else {
+                matmul_fallback(r, ws[m], in, ys[m], n_tokens, add ? *add : nullptr);
+            }
+        }
+        return;
+    }
+    if (total_rows == 0) return;
+    const ActLayout l = act_layout(at, ws[0].n_in);
+    size_t packed_bytes = kern::gemm_packed_bytes(ws[0], l);
+    int64_t min_tokens = 0;
+    const int64_t token_lanes = int64_t(kern::gemm_token_lanes());
+    for (int m = 0; m < n; ++m) {
+        if (kern::gemm_packed_bytes(ws[m], l) == 0) packed_bytes = 0;
+        min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes));
+    }
+    if (n_tokens >= min_tokens && packed_bytes > 0) {
+        matmul_packed(r, ws, n, in, ys, n_tokens, add_to, l, packed_bytes, total_rows);
+    } else {
+        matmul_rows(r, ws, n, in, ys, n_tokens, add_to, l, total_rows);
+    }
+}
+
+void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
+            float* add_to) {
+    matmul_many(r, &w, 1, in, &y, n_tokens, add_to ? &add_to : nullptr);
+}
+
+void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int64_t n_tokens,
+                 ThreadPool* pool) {
+    if (n_tokens <= 0 || n <= 0) return;
+    for (int m = 0; m < n; ++m) act_type(ws[m].type);  // throws before the region starts
+    run_region(pool, [&](Region& r) { matmul_many(r, ws, n, MatmulInput{x}, ys, n_tokens); });
+}
+
+void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
+    matmul_many(&w, 1, x, &y, n_tokens, pool);
+}
+
+void prefetch_weights(const Weight* ws, int n, size_t bytes) {
+    for (int m = 0; m < n; ++m) {
+        const size_t size = std::min(bytes, ws[m].row_stride * size_t(ws[m].n_out));
+        for (size_t o = 0; o < size; o += 64) hwy::Prefetch(ws[m].data + o);
+    }
+}
+
+void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out) {
+    ref::get_rows(w, ids, n_ids, out);
+}
+
+void get_rows(Region& r, const Weight& w, const int32_t* ids, int64_t n_ids, float* out) {
+    const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(w.n_in, 1));
+    r.for_each((n_ids + per_task - 1) / per_task, [&](int64_t t) {
+        const int64_t i0 = t * per_task, i1 = std::min(n_ids, i0 + per_task);
+        ref::get_rows(w, ids + i0, i1 - i0, out + i0 * w.n_in);
+    });
+}
+
+void convert_activations_for_test(DType act, const float* x, int64_t n, void* out) {
+    const ActLayout l = act_layout(act, n);
+    std::vector<uint8_t> row(l.row_bytes);
+    kern::quantize_act_rows(x, 0, 1, row.data(), l);
+    const auto* vals = row.data();
+    const auto* scale = reinterpret_cast<const float*>(row.data() + l.scale_offset);
+    auto* dst = static_cast<uint8_t*>(out);
+    switch (act) {
+        case DType::F32:
+            std::memcpy(dst, vals, size_t(n) * 4);
+            return;
+        case DType::F16:
+        case DType::BF16:
+            for (int64_t i = 0; i < n; ++i) {
+                const float f = reinterpret_cast<const float*>(vals)[i];
+                const uint16_t h = act == DType::F16 ? fp32_to_fp16(f) : fp32_to_bf16(f);
+                std::memcpy(dst + 2 * i, &h, 2);
+            }
+            return;
+        case DType::Q8_0:
+        case DType::Q8_1:
+            for (int64_t b = 0; b < l.n_blocks; ++b) {
+                uint8_t* blk =
+                    dst + size_t(b) * (act == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ8_1));
+                const uint16_t d = fp32_to_fp16(scale[b]);
+                std::memcpy(blk, &d, 2);
+                if (act == DType::Q8_1) {
+                    const uint16_t s =
+                        fp32_to_fp16(reinterpret_cast<const float*>(row.data() + l.sum_offset)[b]);
+                    std::memcpy(blk + 2, &s, 2);
+                }
+                std::memcpy(blk + (act == DType::Q8_0 ? 2 : 4), vals + b * QK8_0, QK8_0);
+            }
+            return;
+        default: {  // Q8_K
+            const auto* bsums = reinterpret_cast<const int32_t*>(row.data() + l.sum_offset);
+            for (int64_t b = 0; b < l.n_blocks; ++b) {
+                BlockQ8_K blk;
+                blk.d = scale[b];
+                std::memcpy(blk.qs, vals + b * QK_K, QK_K);
+                for (int j = 0; j < QK_K / 16; ++j)
+                    blk.bsums[j] = int16_t(bsums[b * (QK_K / 16) + j]);
+                std::memcpy(dst + size_t(b) * sizeof(BlockQ8_K), &blk, sizeof(blk));
+            }
+            return;
+        }
+    }
+}
+
+}  // namespace troupe::ops
