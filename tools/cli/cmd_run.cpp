@@ -38,6 +38,8 @@ void add_run_command(CLI::App& app) {
                   "The naive way: one task at a time, no prefix reuse, no batching");
     cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "No KV reuse between requests");
     cmd->add_flag("--no-batching", o->no_batching, "One request at a time");
+    cmd->add_flag("--no-shared-attention", o->no_shared_attention,
+                  "Attention over shared prefixes computed per sequence");
     cmd->add_flag("--compare-baseline", o->compare_baseline,
                   "Run --baseline, then the optimised run, and print the speed-up");
     cmd->add_option("--repeat", o->repeat,

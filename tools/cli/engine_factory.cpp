@@ -50,6 +50,7 @@ std::unique_ptr<InferenceBackend> make_backend(const BackendOptions& o) {
     c.n_threads = o.n_threads;
     c.enable_prefix_caching = o.prefix_cache;
     c.enable_batching = o.batching;
+    c.shared_prefix_attention = o.shared_attention;
     return std::make_unique<ModelEngine>(shared_model(o.model_path), c);
 }
 

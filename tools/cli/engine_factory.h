@@ -19,8 +19,9 @@ struct BackendOptions {
     // The seed's A/B levers, as the workflow runtime's options (workflow/runtime.h). The
     // runtime already enforces both from its side (own cache namespaces, one request in
     // flight); an engine may also implement them natively, e.g. to skip hashing blocks.
-    bool prefix_cache = true;  // false: no KV reuse between requests
-    bool batching = true;      // false: one sequence per step
+    bool prefix_cache = true;      // false: no KV reuse between requests
+    bool batching = true;          // false: one sequence per step
+    bool shared_attention = true;  // false: no shared-prefix attention (engine issue, item 4)
 };
 
 // Loads the model and returns the engine, warmed up (the first request does not pay for

@@ -39,6 +39,7 @@ RunResult run_mode(const Context& c, Mode mode) {
     bo.n_threads = c.o.n_threads;
     bo.prefix_cache = mode.prefix_cache;
     bo.batching = mode.batching;
+    bo.shared_attention = !c.o.no_shared_attention;
     std::unique_ptr<InferenceBackend> backend = c.make_backend(bo);
 
     RunOptions ro;

@@ -22,8 +22,9 @@ struct RunCommandOptions {
     bool baseline = false;            // no prefix reuse, no batching: the naive way
     bool no_prefix_cache = false;
     bool no_batching = false;
-    bool compare_baseline = false;  // run the baseline, then the optimised run; compare
-    int repeat = 1;                 // with compare_baseline: pairs of runs; the medians count
+    bool no_shared_attention = false;  // shared prefixes' attention computed per sequence
+    bool compare_baseline = false;     // run the baseline, then the optimised run; compare
+    int repeat = 1;                    // with compare_baseline: pairs of runs; the medians count
     bool json = false;
     bool ignore_eos = false;
     int n_threads = 0;
