@@ -1,4 +1,5 @@
 // `troupe run` on the bundled model: optimised and baseline runs give the same tokens.
+// Labelled slow (15 runs: minutes under the sanitizers, seconds in the release build).
 #include "compare_runs.h"
 
 namespace troupe::test {
