@@ -33,7 +33,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Keys whose scores are accumulated at once: each holds log2(N) + 1 vectors of partial sums
 // at the deepest point of its tree, within the registers.
-constexpr int kLanesScoreKeys = HWY_TARGET == HWY_AVX2 ? 2 : 4;
+constexpr int kLanesScoreKeys = HWY_TARGET == HWY_AVX2 ? 4 : 8;
 
 // The scratch of AttendLanes, carved from one 64-byte aligned buffer.
 struct LanesScratch {
