@@ -31,9 +31,10 @@ namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR
 
-// Keys whose scores are accumulated at once: each holds log2(N) + 1 vectors of partial sums
-// at the deepest point of its tree, within the registers.
-constexpr int kLanesScoreKeys = HWY_TARGET == HWY_AVX2 ? 4 : 8;
+// Keys whose scores are accumulated at once. Each holds log2(N) + 1 vectors of partial sums
+// at the deepest point of its tree; 8 keys are no faster than 4 on AVX-512, 2 are much slower
+// than 4 on AVX2 (which spills a little at 4).
+constexpr int kLanesScoreKeys = 4;
 
 // The scratch of AttendLanes, carved from one 64-byte aligned buffer.
 struct LanesScratch {
