@@ -1,21 +1,12 @@
 #include "kernels/region.h"
 
-#include <thread>
-
 #include "kernels/matmul_act.h"
+#include "kernels/spin.h"
 #include "util/error.h"
 
 namespace troupe {
 
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-    asm volatile("yield" ::: "memory");
-#endif
-}
 
 // 64-byte aligned view of at least `bytes` in a grow-only vector.
 void* aligned_in(std::vector<uint8_t>& v, size_t bytes) {
@@ -71,10 +62,7 @@ void Region::step_end(int64_t n_done) {
     std::atomic<int64_t>& done = shared_.done.value;
     if (n_done > 0) done.fetch_add(n_done, std::memory_order_acq_rel);
     const int64_t target = done_base_ + n_tasks_;
-    for (int i = 1; done.load(std::memory_order_acquire) < target; ++i) {
-        cpu_relax();
-        if (i % 1024 == 0) std::this_thread::yield();
-    }
+    spin_until([&] { return done.load(std::memory_order_acquire) >= target; });
     done_base_ = target;
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "kernels/spin.h"
 #include "util/error.h"
 
 namespace troupe {
@@ -14,25 +15,6 @@ namespace {
 // pass dispatches op after op; after spinning this long without work it sleeps instead, so
 // an idle engine costs no CPU (and other processes get the core).
 constexpr auto kSpinBeforeSleep = std::chrono::microseconds(100);
-// Waiting for other threads that may have been descheduled: yield the core now and then.
-constexpr int kSpinsBeforeYield = 1 << 10;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-    asm volatile("yield" ::: "memory");
-#endif
-}
-
-// Spins (yielding now and then) until pred() holds.
-template <class Pred>
-void spin_until(Pred pred) {
-    for (int i = 1; !pred(); ++i) {
-        cpu_relax();
-        if (i % kSpinsBeforeYield == 0) std::this_thread::yield();
-    }
-}
 
 }  // namespace
 
