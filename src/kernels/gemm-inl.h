@@ -413,41 +413,95 @@ HWY_NOINLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8
     }
 }
 
-// One Q8_0 row for the tokens of a pair-layout token vector (UsePairs). Not inlined: in the
-// large dispatching function the loop lost its registers (counters spilled to the stack).
-HWY_NOINLINE void GemvPairsRow(const uint8_t* row, const uint8_t* pf, const PackedActs& p,
-                               int64_t n_blocks, int64_t n_tokens, float* y, int64_t ldy) {
-    const GF df;
+// Rows per GemvPairsRows pass (even: rows go in twos through the float steps).
+constexpr int kPairRows = 4;
+
+// The block sums of one Q8_0 block of a row for the tokens of a pair-layout token vector:
+// lanes 2t and 2t + 1 hold two halves of token t's integer sum (the correction included).
+HWY_INLINE GVI PairBlockSums(const uint8_t* blk, const GV8* x, GVI corr) {
     const GI di;
     const hn::Repartition<uint64_t, GF> du64;
+    const auto bias = hn::Set(du64, 0x8080808080808080ull);
+    GVI isum = corr, isum2 = hn::Zero(di);
+    for (size_t j = 0; j < 4; j += 2) {
+        uint64_t w0, w1;
+        std::memcpy(&w0, blk + 2 + 8 * j, 8);
+        std::memcpy(&w1, blk + 2 + 8 * j + 8, 8);
+        const auto a0 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w0), bias));  // w + 128
+        const auto a1 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w1), bias));
+        isum = DotU8I8(di, a0, x[j], isum);
+        isum2 = DotU8I8(di, a1, x[j + 1], isum2);
+    }
+    return hn::Add(isum, isum2);
+}
+
+// kRows consecutive Q8_0 rows (row r at row + r * stride) for the tokens of a pair-layout
+// token vector (UsePairs). Every (row, token) does exactly acc = fma(float(isum_k),
+// dx_k * dw_k, acc) over the blocks in order, so the result does not depend on kRows. The
+// rows share the activation loads and run independent FMA chains (with one row the loop
+// waited on the latency of acc's FMA every block), and two rows share the float steps: the
+// pair halves of row a and row b are added into even (a) and odd (b) lanes, against scales
+// dw_a / dw_b in the same lanes. Not inlined: in the large dispatching function the loop
+// lost its registers (counters spilled to the stack).
+template <int kRows>
+HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t* pf,
+                                const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
+                                int64_t ldy) {
+    static_assert(kRows == 1 || kRows % 2 == 0, "rows go in twos");
+    constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
+    const GF df;
+    const GI di;
+    const hn::Rebind<uint16_t, GF> d16;
+    const hn::Repartition<uint32_t, decltype(d16)> d16x2;
     const size_t L = hn::Lanes(df);
     const auto* xq = reinterpret_cast<const int8_t*>(p.base);
     const auto* dx = reinterpret_cast<const float*>(p.base + p.d_offset);
     const auto* corr = reinterpret_cast<const int32_t*>(p.base + p.sum_offset);
-    const auto bias = hn::Set(du64, 0x8080808080808080ull);
-    GVF acc = hn::Zero(df);
+    GVF acc[kAcc];
+    for (int r = 0; r < kAcc; ++r) acc[r] = hn::Zero(df);
     for (int64_t k = 0; k < n_blocks; ++k) {
-        const uint8_t* blk = row + size_t(k) * sizeof(BlockQ8_0);
-        hwy::Prefetch(pf + size_t(k) * sizeof(BlockQ8_0));
-        GVI isum = hn::LoadU(di, corr + size_t(k) * L), isum2 = hn::Zero(di);
-        for (size_t j = 0; j < 4; j += 2) {
-            uint64_t w0, w1;
-            std::memcpy(&w0, blk + 2 + 8 * j, 8);
-            std::memcpy(&w1, blk + 2 + 8 * j + 8, 8);
-            const int8_t* xg = xq + (size_t(k) * 4 + j) * L * 4;
-            const auto a0 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w0), bias));  // w + 128
-            const auto a1 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w1), bias));
-            isum = DotU8I8(di, a0, hn::LoadU(G8(), xg), isum);
-            isum2 = DotU8I8(di, a1, hn::LoadU(G8(), xg + L * 4), isum2);
+        const uint8_t* blk[kRows];
+        for (int r = 0; r < kRows; ++r) {
+            blk[r] = row + size_t(r) * stride + size_t(k) * sizeof(BlockQ8_0);
+            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ8_0));
         }
-        isum = hn::Add(isum, isum2);
-        isum = hn::Add(isum, hn::Shuffle2301(isum));  // both lanes of a pair: the token's sum
-        const GVF scale = hn::Mul(hn::LoadU(df, dx + size_t(k) * L), BroadcastF16To(df, blk));
-        acc = hn::MulAdd(hn::ConvertTo(df, isum), scale, acc);
+        const int8_t* xg = xq + size_t(k) * 4 * L * 4;
+        GV8 x[4];
+        for (size_t j = 0; j < 4; ++j) x[j] = hn::LoadU(G8(), xg + j * L * 4);
+        const GVI c = hn::LoadU(di, corr + size_t(k) * L);
+        const GVF dxv = hn::LoadU(df, dx + size_t(k) * L);
+        if constexpr (kRows == 1) {
+            GVI is = PairBlockSums(blk[0], x, c);
+            is = hn::Add(is, hn::Shuffle2301(is));  // both lanes of a pair: the token's sum
+            acc[0] =
+                hn::MulAdd(hn::ConvertTo(df, is), hn::Mul(dxv, BroadcastF16To(df, blk[0])), acc[0]);
+        } else {
+            for (int r = 0; r < kAcc; ++r) {
+                const GVI a = PairBlockSums(blk[2 * r], x, c);
+                const GVI b = PairBlockSums(blk[2 * r + 1], x, c);
+                // (a0, b1) + (a1, b0) in every lane pair.
+                const GVI is = hn::Add(hn::OddEven(b, a), hn::Shuffle2301(hn::OddEven(a, b)));
+                uint16_t ha, hb;
+                std::memcpy(&ha, blk[2 * r], 2);
+                std::memcpy(&hb, blk[2 * r + 1], 2);
+                const auto h = hn::BitCast(d16, hn::Set(d16x2, uint32_t(ha) | uint32_t(hb) << 16));
+                const GVF scale = hn::Mul(dxv, F32FromF16Bits(df, h));
+                acc[r] = hn::MulAdd(hn::ConvertTo(df, is), scale, acc[r]);
+            }
+        }
     }
-    HWY_ALIGN float lanes[hn::MaxLanes(GF())];
-    hn::Store(acc, df, lanes);
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy] = lanes[2 * t];
+    for (int r = 0; r < kAcc; ++r) {
+        HWY_ALIGN float lanes[hn::MaxLanes(GF())];
+        hn::Store(acc[r], df, lanes);
+        if constexpr (kRows == 1) {
+            for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy] = lanes[2 * t];
+        } else {
+            for (int64_t t = 0; t < n_tokens; ++t) {
+                y[t * ldy + 2 * r] = lanes[2 * t];
+                y[t * ldy + 2 * r + 1] = lanes[2 * t + 1];
+            }
+        }
+    }
 }
 
 template <class Codec>
@@ -460,14 +514,19 @@ HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_
     for (const uint8_t* q = w.data + size_t(o0) * stride;
          q < w.data + size_t(o0 + (o1 - o0 < ahead ? o1 - o0 : ahead)) * stride; q += 64)
         hwy::Prefetch(q);
-    auto pf_row = [&](int64_t o) {
-        return w.data + size_t(o + ahead < o1 ? o + ahead : o) * stride;
+    // Where rows [o, o + n) prefetch from: `ahead` rows further, within the task.
+    auto pf_row = [&](int64_t o, int64_t n = 1) {
+        return w.data + size_t(o + ahead + n <= o1 ? o + ahead : o) * stride;
     };
     if constexpr (kHasVnni && std::is_same_v<Codec, CodecQ8_0>) {
         if (p.pairs) {
-            for (int64_t o = o0; o < o1; ++o)
-                GemvPairsRow(w.data + size_t(o) * stride, pf_row(o), p, n_blocks, n_tokens, y + o,
-                             w.n_out);
+            int64_t o = o0;
+            for (; o + kPairRows <= o1; o += kPairRows)
+                GemvPairsRows<kPairRows>(w.data + size_t(o) * stride, stride, pf_row(o, kPairRows),
+                                         p, n_blocks, n_tokens, y + o, w.n_out);
+            for (; o < o1; ++o)
+                GemvPairsRows<1>(w.data + size_t(o) * stride, stride, pf_row(o), p, n_blocks,
+                                 n_tokens, y + o, w.n_out);
             return;
         }
     }

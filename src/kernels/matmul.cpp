@@ -173,7 +173,8 @@ HWY_INLINE size_t GemmScratchBytes(const ops::Weight& w) {
 template <class Codec>
 HWY_INLINE void GemmOrGemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
                                  int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
-    if (n_tokens < int64_t(TokenLanes())) return GemvPacked<Codec>(w, p, n_tokens, o0, o1, y);
+    if (n_tokens < int64_t(TokenLanes()))
+        return GemvPacked<Codec>(w, p, n_tokens, o0, o1, y);
     GemmLegacy<Codec>(w, p, n_tokens, o0, o1, y, scratch);
 }
 
