@@ -156,7 +156,12 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
         kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens, act,
                                 packed);
     });
-    const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), 4, 4));
+    // Up to a vector of tokens the kernels stream the weights (about the time of reading
+    // them), and every task starts cold, its first rows waiting on DRAM: one task per
+    // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
+    // batches are compute-bound and keep 4 for balance.
+    const int per_participant = n_tokens <= L ? 1 : 4;
+    const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), per_participant, 4));
     r.for_each(tasks.size(), [&](int64_t t) {
         const RowTask task = tasks[t];
         auto* scratch = static_cast<uint8_t*>(r.thread_scratch(scratch_bytes));
