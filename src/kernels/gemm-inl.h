@@ -345,9 +345,9 @@ HWY_INLINE void GemmLegacy(const ops::Weight& w, const PackedActs& p, int64_t n_
     }
 }
 
-// Fewer tokens than lanes (batched decode; with pairs up to a full vector): one packed token
-// vector, the weights streamed row by row (prefetched like the matrix-vector kernels) without a
-// separate preparation pass, kRows rows per pass so that each activation load serves several rows.
+// Fewer tokens than lanes (batched decode): one packed token vector, the weights streamed
+// row by row (prefetched like the matrix-vector kernels) without a separate preparation
+// pass, kRows rows per pass so that each activation load serves several rows.
 // With VNNI the spare last lane holds the sum of each block's weights (PackTokens' lane of ones),
 // which gives the x + 128 correction in-register.
 template <class Codec, int kRows>

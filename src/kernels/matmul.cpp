@@ -170,8 +170,8 @@ HWY_INLINE size_t GemmScratchBytes(const ops::Weight& w) {
     }
 }
 
-// Batches smaller than a token vector stream the rows (GemvPacked); larger ones use the
-// prepared-rows micro-kernel (GemmLegacy).
+// Batches smaller than a token vector, and the pair layout (up to a full vector), stream the
+// rows (GemvPacked); larger ones use the prepared-rows micro-kernel (GemmLegacy).
 template <class Codec>
 HWY_INLINE void GemmOrGemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
                                  int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
