@@ -86,18 +86,26 @@ HWY_INLINE PackedActs PackLayout(const ops::ActLayout& l) {
     return p;
 }
 
-// Batches of at most L/2 tokens with VNNI use the pair layout instead: lane 2t holds token
+// Batches of at most L tokens with VNNI use the pair layout instead: lane 2t holds token
 // t's group 2j and lane 2t+1 its group 2j+1, so one 8-byte broadcast of weights and one dot
 // product advance two groups of every token (half the dot products of the plain layout).
+// A pair vector holds L/2 tokens; up to L tokens take two, which share each broadcast.
 // Here the weights are the unsigned operand (w + 128) and the activations stay signed; the
 // correction -128 * sum(x) of each token's block is packed in its even lane (the odd lane
 // holds 0, so it is counted once when the pair is added). Block scales are duplicated per
 // lane pair.
 HWY_INLINE bool UsePairs(bool all_q8_0, int64_t n_tokens) {
-    return kHasVnni && all_q8_0 && n_tokens <= int64_t(TokenLanes() / 2);
+    return kHasVnni && all_q8_0 && n_tokens <= int64_t(TokenLanes());
 }
 
-HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t n,
+// Packed vectors (of PackLayout's stride) that n_tokens tokens take.
+HWY_INLINE int64_t PackedVectors(bool all_q8_0, int64_t n_tokens) {
+    const int64_t per_vec = int64_t(TokenLanes()) / (UsePairs(all_q8_0, n_tokens) ? 2 : 1);
+    return (n_tokens + per_vec - 1) / per_vec;
+}
+
+// Packs tokens [t0, t0 + n) (n <= L/2) into the pair vector at `out`.
+HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t t0, int64_t n,
                           const PackedActs& p, uint8_t* out) {
     const size_t L = TokenLanes();
     std::memset(out, 0, p.stride);
@@ -105,7 +113,7 @@ HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t n
     auto* pd = reinterpret_cast<float*>(out + p.d_offset);
     auto* pc = reinterpret_cast<int32_t*>(out + p.sum_offset);
     for (int64_t t = 0; t < n; ++t) {
-        const uint8_t* row = act + size_t(t) * l.row_bytes;
+        const uint8_t* row = act + size_t(t0 + t) * l.row_bytes;
         for (int64_t g = 0; g < l.n_in / 4; ++g)
             std::memcpy(&q[size_t(g / 2) * L + size_t(2 * t) + size_t(g % 2)], row + 4 * g, 4);
         const auto* d = reinterpret_cast<const float*>(row + l.scale_offset);
@@ -339,9 +347,9 @@ HWY_INLINE void GemmLegacy(const ops::Weight& w, const PackedActs& p, int64_t n_
 
 // Fewer tokens than lanes (batched decode): one packed token vector, the weights streamed
 // row by row (prefetched like the matrix-vector kernels) without a separate preparation
-// pass, kRows rows per pass so that each activation load serves several rows. With VNNI the
-// spare last lane holds the sum of each block's weights (PackTokens' lane of ones), which
-// gives the x + 128 correction in-register.
+// pass, kRows rows per pass so that each activation load serves several rows.
+// With VNNI the spare last lane holds the sum of each block's weights (PackTokens' lane of ones),
+// which gives the x + 128 correction in-register.
 template <class Codec, int kRows>
 HWY_NOINLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8_t* pf,
                                  const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
@@ -413,41 +421,126 @@ HWY_NOINLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8
     }
 }
 
-// One Q8_0 row for the tokens of a pair-layout token vector (UsePairs). Not inlined: in the
-// large dispatching function the loop lost its registers (counters spilled to the stack).
-HWY_NOINLINE void GemvPairsRow(const uint8_t* row, const uint8_t* pf, const PackedActs& p,
-                               int64_t n_blocks, int64_t n_tokens, float* y, int64_t ldy) {
+// Rows per GemvPairsRows pass (even: rows go in twos through the float steps).
+constexpr int kPairRows = 4;
+
+// kRows consecutive Q8_0 rows (row r at row + r * stride) for the tokens of kVecs
+// pair-layout token vectors (UsePairs). Every (row, token) does exactly acc = fma(float(isum_k),
+// dx_k * dw_k, acc) over the blocks in order, so the result depends neither on kRows nor on
+// kVecs. The rows share the activation loads and run independent FMA chains (with one row
+// the loop waited on the latency of acc's FMA every block), the token vectors share the
+// weight broadcasts, and two rows share the float steps: the pair halves of row a and row b
+// are added into even (a) and odd (b) lanes, against scales dw_a / dw_b in the same lanes.
+// Not inlined: in the large dispatching function the loop lost its registers (counters
+// spilled to the stack).
+template <int kRows, int kVecs>
+HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t* pf,
+                                const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
+                                int64_t ldy) {
+    static_assert(kRows == 1 || kRows % 2 == 0, "rows go in twos");
+    constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
     const GF df;
     const GI di;
     const hn::Repartition<uint64_t, GF> du64;
+    const hn::Rebind<uint16_t, GF> d16;
+    const hn::Repartition<uint32_t, decltype(d16)> d16x2;
     const size_t L = hn::Lanes(df);
-    const auto* xq = reinterpret_cast<const int8_t*>(p.base);
-    const auto* dx = reinterpret_cast<const float*>(p.base + p.d_offset);
-    const auto* corr = reinterpret_cast<const int32_t*>(p.base + p.sum_offset);
     const auto bias = hn::Set(du64, 0x8080808080808080ull);
-    GVF acc = hn::Zero(df);
+    GVF acc[kAcc][kVecs];
+    for (int r = 0; r < kAcc; ++r)
+        for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(df);
     for (int64_t k = 0; k < n_blocks; ++k) {
-        const uint8_t* blk = row + size_t(k) * sizeof(BlockQ8_0);
-        hwy::Prefetch(pf + size_t(k) * sizeof(BlockQ8_0));
-        GVI isum = hn::LoadU(di, corr + size_t(k) * L), isum2 = hn::Zero(di);
-        for (size_t j = 0; j < 4; j += 2) {
-            uint64_t w0, w1;
-            std::memcpy(&w0, blk + 2 + 8 * j, 8);
-            std::memcpy(&w1, blk + 2 + 8 * j + 8, 8);
-            const int8_t* xg = xq + (size_t(k) * 4 + j) * L * 4;
-            const auto a0 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w0), bias));  // w + 128
-            const auto a1 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w1), bias));
-            isum = DotU8I8(di, a0, hn::LoadU(G8(), xg), isum);
-            isum2 = DotU8I8(di, a1, hn::LoadU(G8(), xg + L * 4), isum2);
+        const uint8_t* blk[kRows];
+        for (int r = 0; r < kRows; ++r) {
+            blk[r] = row + size_t(r) * stride + size_t(k) * sizeof(BlockQ8_0);
+            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ8_0));
         }
-        isum = hn::Add(isum, isum2);
-        isum = hn::Add(isum, hn::Shuffle2301(isum));  // both lanes of a pair: the token's sum
-        const GVF scale = hn::Mul(hn::LoadU(df, dx + size_t(k) * L), BroadcastF16To(df, blk));
-        acc = hn::MulAdd(hn::ConvertTo(df, isum), scale, acc);
+        GV8 x[kVecs][4];
+        GVI c[kVecs];
+        GVF dxv[kVecs];
+        for (int v = 0; v < kVecs; ++v) {
+            const uint8_t* base = p.base + size_t(v) * p.stride;
+            const int8_t* xg = reinterpret_cast<const int8_t*>(base) + size_t(k) * 4 * L * 4;
+            for (size_t j = 0; j < 4; ++j) x[v][j] = hn::LoadU(G8(), xg + j * L * 4);
+            c[v] = hn::LoadU(di,
+                             reinterpret_cast<const int32_t*>(base + p.sum_offset) + size_t(k) * L);
+            dxv[v] =
+                hn::LoadU(df, reinterpret_cast<const float*>(base + p.d_offset) + size_t(k) * L);
+        }
+        // sums[i][v]: lanes 2t and 2t + 1 hold two halves of token t's integer sum for row
+        // r + i (two rows at a time: the float steps take them together).
+        constexpr int kStep = kRows == 1 ? 1 : 2;
+        for (int r = 0; r < kRows; r += kStep) {
+            GVI sums[kStep][kVecs];
+            for (int i = 0; i < kStep; ++i) {
+                GVI s2[kVecs];
+                for (int v = 0; v < kVecs; ++v) {
+                    sums[i][v] = c[v];
+                    s2[v] = hn::Zero(di);
+                }
+                for (size_t j = 0; j < 4; j += 2) {
+                    uint64_t w0, w1;
+                    std::memcpy(&w0, blk[r + i] + 2 + 8 * j, 8);
+                    std::memcpy(&w1, blk[r + i] + 2 + 8 * j + 8, 8);
+                    const auto a0 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w0), bias));  // w + 128
+                    const auto a1 = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w1), bias));
+                    for (int v = 0; v < kVecs; ++v) {
+                        sums[i][v] = DotU8I8(di, a0, x[v][j], sums[i][v]);
+                        s2[v] = DotU8I8(di, a1, x[v][j + 1], s2[v]);
+                    }
+                }
+                for (int v = 0; v < kVecs; ++v) sums[i][v] = hn::Add(sums[i][v], s2[v]);
+            }
+            if constexpr (kRows == 1) {
+                const GVF dw = BroadcastF16To(df, blk[0]);
+                for (int v = 0; v < kVecs; ++v) {
+                    const GVI is = hn::Add(sums[0][v], hn::Shuffle2301(sums[0][v]));
+                    acc[0][v] = hn::MulAdd(hn::ConvertTo(df, is), hn::Mul(dxv[v], dw), acc[0][v]);
+                }
+            } else {
+                uint16_t ha, hb;
+                std::memcpy(&ha, blk[r], 2);
+                std::memcpy(&hb, blk[r + 1], 2);
+                const GVF dw = F32FromF16Bits(
+                    df, hn::BitCast(d16, hn::Set(d16x2, uint32_t(ha) | uint32_t(hb) << 16)));
+                for (int v = 0; v < kVecs; ++v) {
+                    const GVI a = sums[0][v], b = sums[1][v];
+                    // (a0, b1) + (a1, b0) in every lane pair.
+                    const GVI is = hn::Add(hn::OddEven(b, a), hn::Shuffle2301(hn::OddEven(a, b)));
+                    acc[r / 2][v] =
+                        hn::MulAdd(hn::ConvertTo(df, is), hn::Mul(dxv[v], dw), acc[r / 2][v]);
+                }
+            }
+        }
     }
-    HWY_ALIGN float lanes[hn::MaxLanes(GF())];
-    hn::Store(acc, df, lanes);
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy] = lanes[2 * t];
+    const int64_t per_vec = int64_t(L / 2);
+    for (int r = 0; r < kAcc; ++r) {
+        for (int v = 0; v < kVecs; ++v) {
+            HWY_ALIGN float lanes[hn::MaxLanes(GF())];
+            hn::Store(acc[r][v], df, lanes);
+            const int64_t t0 = v * per_vec;
+            const int64_t n = n_tokens - t0 < per_vec ? n_tokens - t0 : per_vec;
+            for (int64_t t = 0; t < n; ++t) {
+                float* yt = y + (t0 + t) * ldy;
+                if constexpr (kRows == 1) {
+                    yt[0] = lanes[2 * t];
+                } else {
+                    yt[2 * r] = lanes[2 * t];
+                    yt[2 * r + 1] = lanes[2 * t + 1];
+                }
+            }
+        }
+    }
+}
+
+// kRows rows for all pair vectors of the batch.
+template <int kRows>
+HWY_INLINE void GemvPairsPass(const uint8_t* row, size_t stride, const uint8_t* pf,
+                              const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
+                              int64_t ldy) {
+    if (n_tokens > int64_t(TokenLanes() / 2))
+        return GemvPairsRows<kRows, 2>(row, stride, pf, p, n_blocks, n_tokens, y, ldy);
+    GemvPairsRows<kRows, 1>(row, stride, pf, p, n_blocks, n_tokens, y, ldy);
 }
 
 template <class Codec>
@@ -460,14 +553,19 @@ HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_
     for (const uint8_t* q = w.data + size_t(o0) * stride;
          q < w.data + size_t(o0 + (o1 - o0 < ahead ? o1 - o0 : ahead)) * stride; q += 64)
         hwy::Prefetch(q);
-    auto pf_row = [&](int64_t o) {
-        return w.data + size_t(o + ahead < o1 ? o + ahead : o) * stride;
+    // Where rows [o, o + n) prefetch from: `ahead` rows further, within the task.
+    auto pf_row = [&](int64_t o, int64_t n = 1) {
+        return w.data + size_t(o + ahead + n <= o1 ? o + ahead : o) * stride;
     };
     if constexpr (kHasVnni && std::is_same_v<Codec, CodecQ8_0>) {
         if (p.pairs) {
-            for (int64_t o = o0; o < o1; ++o)
-                GemvPairsRow(w.data + size_t(o) * stride, pf_row(o), p, n_blocks, n_tokens, y + o,
-                             w.n_out);
+            int64_t o = o0;
+            for (; o + kPairRows <= o1; o += kPairRows)
+                GemvPairsPass<kPairRows>(w.data + size_t(o) * stride, stride, pf_row(o, kPairRows),
+                                         p, n_blocks, n_tokens, y + o, w.n_out);
+            for (; o < o1; ++o)
+                GemvPairsPass<1>(w.data + size_t(o) * stride, stride, pf_row(o), p, n_blocks,
+                                 n_tokens, y + o, w.n_out);
             return;
         }
     }

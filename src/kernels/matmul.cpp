@@ -3,6 +3,8 @@
 // over threads.
 #include "kernels/simd_targets.h"  // first: decides the targets
 
+#include <algorithm>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -168,12 +170,13 @@ HWY_INLINE size_t GemmScratchBytes(const ops::Weight& w) {
     }
 }
 
-// Batches smaller than a token vector stream the rows (GemvPacked); larger ones use the
-// prepared-rows micro-kernel (GemmLegacy).
+// Batches smaller than a token vector, and the pair layout (up to a full vector), stream the
+// rows (GemvPacked); larger ones use the prepared-rows micro-kernel (GemmLegacy).
 template <class Codec>
 HWY_INLINE void GemmOrGemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
                                  int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
-    if (n_tokens < int64_t(TokenLanes())) return GemvPacked<Codec>(w, p, n_tokens, o0, o1, y);
+    if (p.pairs || n_tokens < int64_t(TokenLanes()))
+        return GemvPacked<Codec>(w, p, n_tokens, o0, o1, y);
     GemmLegacy<Codec>(w, p, n_tokens, o0, o1, y, scratch);
 }
 
@@ -237,12 +240,25 @@ void QuantizeAndPack(bool all_q8_0, const float* rows, const ops::ActLayout& l, 
     QuantizeActRows(rows, 0, t1 - t0, act + size_t(t0) * l.row_bytes, l);
     const PackedActs p = PackLayout(l);
     if (UsePairs(all_q8_0, n_tokens)) {
-        PackPairs(act, l, n_tokens, p, packed);
+        const int64_t per_vec = L / 2;
+        for (int64_t v = 0; v < PackedVectors(all_q8_0, n_tokens); ++v)
+            PackPairs(act, l, v * per_vec, std::min(per_vec, n_tokens - v * per_vec), p,
+                      packed + size_t(v) * p.stride);
     } else {
         PackTokens(act, l, t0, t1 - t0, p, packed + size_t(tv) * p.stride);
     }
 #else
     (void)all_q8_0, (void)rows, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
+#endif
+}
+
+// Packed vectors that n_tokens tokens take (each of GemmPackedBytes).
+int64_t GemmPackedVectors(bool all_q8_0, int64_t n_tokens) {
+#if HWY_TARGET != HWY_SCALAR
+    return PackedVectors(all_q8_0, n_tokens);
+#else
+    (void)all_q8_0;
+    return n_tokens;
 #endif
 }
 
@@ -283,6 +299,7 @@ HWY_EXPORT(GemvRowGroup);
 HWY_EXPORT(GemmTokenLanes);
 HWY_EXPORT(GemmPackedBytes);
 HWY_EXPORT(QuantizeAndPack);
+HWY_EXPORT(GemmPackedVectors);
 HWY_EXPORT(GemmScratch);
 HWY_EXPORT(GemmTile);
 
@@ -320,6 +337,10 @@ size_t gemm_packed_bytes(const Weight& w, const ActLayout& l) {
 void quantize_and_pack(bool all_q8_0, const float* rows, const ActLayout& l, int64_t tv,
                        int64_t n_tokens, uint8_t* act, uint8_t* packed) {
     HWY_DYNAMIC_DISPATCH(QuantizeAndPack)(all_q8_0, rows, l, tv, n_tokens, act, packed);
+}
+
+int64_t gemm_packed_vectors(bool all_q8_0, int64_t n_tokens) {
+    return HWY_DYNAMIC_DISPATCH(GemmPackedVectors)(all_q8_0, n_tokens);
 }
 
 size_t gemm_scratch_bytes(const Weight& w) {

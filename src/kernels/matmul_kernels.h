@@ -47,6 +47,8 @@ size_t gemm_packed_bytes(const Weight& w, const ActLayout& l);
 // rows) and packs them into `packed`.
 void quantize_and_pack(bool all_q8_0, const float* rows, const ActLayout& l, int64_t tv,
                        int64_t n_tokens, uint8_t* act, uint8_t* packed);
+// Packed vectors (of gemm_packed_bytes each) that quantize_and_pack fills for n_tokens.
+int64_t gemm_packed_vectors(bool all_q8_0, int64_t n_tokens);
 // Per-thread scratch of gemm_rows.
 size_t gemm_scratch_bytes(const Weight& w);
 // Rows [o0, o1) for all n_tokens tokens from the packed activations.

@@ -138,14 +138,15 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
     const int64_t L = int64_t(kern::gemm_token_lanes());
     const int64_t n_vecs = (n_tokens + L - 1) / L;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
-    auto* act = static_cast<uint8_t*>(r.shared_scratch(act_bytes + packed_bytes * size_t(n_vecs)));
-    uint8_t* packed = act + act_bytes;
     bool all_q8_0 = true;
     size_t scratch_bytes = 0;
     for (int m = 0; m < n; ++m) {
         all_q8_0 &= ws[m].type == DType::Q8_0;
         scratch_bytes = std::max(scratch_bytes, kern::gemm_scratch_bytes(ws[m]));
     }
+    const size_t n_packed = size_t(kern::gemm_packed_vectors(all_q8_0, n_tokens));
+    auto* act = static_cast<uint8_t*>(r.shared_scratch(act_bytes + packed_bytes * n_packed));
+    uint8_t* packed = act + act_bytes;
     r.for_each(n_vecs, [&](int64_t tv) {
         const int64_t t0 = tv * L, t1 = std::min(n_tokens, t0 + L);
         float* tmp =
@@ -155,7 +156,12 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
         kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens, act,
                                 packed);
     });
-    const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), 4, 4));
+    // Up to a vector of tokens the kernels stream the weights (about the time of reading
+    // them), and every task starts cold, its first rows waiting on DRAM: one task per
+    // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
+    // batches are compute-bound and keep 4 for balance.
+    const int per_participant = n_tokens <= L ? 1 : 4;
+    const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), per_participant, 4));
     r.for_each(tasks.size(), [&](int64_t t) {
         const RowTask task = tasks[t];
         auto* scratch = static_cast<uint8_t*>(r.thread_scratch(scratch_bytes));
