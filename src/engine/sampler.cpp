@@ -4,13 +4,13 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "kernels/ops.h"
+
 namespace troupe {
 
 int32_t argmax(std::span<const float> logits) {
-    int32_t best = 0;
-    for (size_t i = 1; i < logits.size(); ++i)
-        if (logits[i] > logits[size_t(best)]) best = int32_t(i);
-    return best;
+    if (logits.empty()) return 0;
+    return int32_t(ops::argmax(logits.data(), int64_t(logits.size())));
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}

@@ -319,10 +319,14 @@ void attention(Region& r, const KvLayerView& kv, const AttentionPlan& plan, floa
         r.shared_scratch(plan.task_qids.size() * state_floats(kv) * sizeof(float)));
     r.for_each(int64_t(plan.tasks.size()),
                [&](int64_t t) { run_task(r, kv, plan, plan.tasks[size_t(t)], scale, states); });
-    constexpr int64_t kQVecsPerTask = 64;
+    // The merge: query vectors in equal tasks of at most kMaxQVecsPerTask, at least one per
+    // participant (a decode batch has few: 8 sequences x 9 heads are 72).
+    constexpr int64_t kMaxQVecsPerTask = 64;
     const int64_t n_qvecs = int64_t(plan.qvecs.size());
-    r.for_each((n_qvecs + kQVecsPerTask - 1) / kQVecsPerTask, [&](int64_t t) {
-        merge(kv, plan, states, t * kQVecsPerTask, std::min(n_qvecs, (t + 1) * kQVecsPerTask));
+    const int64_t n_merge = std::min(
+        n_qvecs, std::max<int64_t>(r.size(), (n_qvecs + kMaxQVecsPerTask - 1) / kMaxQVecsPerTask));
+    r.for_each(n_merge, [&](int64_t t) {
+        merge(kv, plan, states, n_qvecs * t / n_merge, n_qvecs * (t + 1) / n_merge);
     });
 }
 

@@ -1,4 +1,4 @@
-// Row-wise and element-wise kernels: RMSNorm, RoPE, SwiGLU, add, softmax, f32 -> f16.
+// Row-wise and element-wise kernels: RMSNorm, RoPE, SwiGLU, add, softmax, argmax, f32 -> f16.
 // Contracts are those of ops.h; the scalar references are in ops_ref.cpp.
 #if defined(TROUPE_KERNELS_ELEMENTWISE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TROUPE_KERNELS_ELEMENTWISE_INL_H_
@@ -216,6 +216,49 @@ void Softmax(float* x, int64_t n) {
     const float mx = MaxOf(x, size_t(n));
     const float sum = ExpSubInplace(x, size_t(n), mx);
     ScaleInplace(x, size_t(n), 1.0f / sum);
+}
+
+// The first index of the maximum of x[0, n) (n >= 1), as ops::ref::argmax: the maximum in
+// vectors (four independent chains), then the first lane equal to it. A NaN anywhere (or a
+// maximum that is not found again, which only a NaN can cause) takes the scalar loop, whose
+// comparisons skip NaNs the reference's way.
+int64_t ArgMax(const float* x, int64_t n) {
+    const hn::ScalableTag<float> d;
+    const int64_t N = int64_t(hn::Lanes(d));
+    auto scalar = [&] {
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; ++i)
+            if (x[i] > x[best]) best = i;
+        return best;
+    };
+    if (n < 4 * N) return scalar();
+    auto m0 = hn::LoadU(d, x), m1 = hn::LoadU(d, x + N), m2 = hn::LoadU(d, x + 2 * N),
+         m3 = hn::LoadU(d, x + 3 * N);
+    auto nan = hn::Or(hn::Or(hn::IsNaN(m0), hn::IsNaN(m1)), hn::Or(hn::IsNaN(m2), hn::IsNaN(m3)));
+    int64_t i = 4 * N;
+    for (; i + 4 * N <= n; i += 4 * N) {
+        const auto a = hn::LoadU(d, x + i), b = hn::LoadU(d, x + i + N),
+                   c = hn::LoadU(d, x + i + 2 * N), e = hn::LoadU(d, x + i + 3 * N);
+        m0 = hn::Max(m0, a);
+        m1 = hn::Max(m1, b);
+        m2 = hn::Max(m2, c);
+        m3 = hn::Max(m3, e);
+        nan = hn::Or(nan, hn::Or(hn::Or(hn::IsNaN(a), hn::IsNaN(b)),
+                                 hn::Or(hn::IsNaN(c), hn::IsNaN(e))));
+    }
+    for (; i < n; i += N) {  // the rest, the last vector overlapping the one before
+        const auto a = hn::LoadU(d, x + (i + N <= n ? i : n - N));
+        m0 = hn::Max(m0, a);
+        nan = hn::Or(nan, hn::IsNaN(a));
+    }
+    if (!hn::AllFalse(d, nan)) return scalar();
+    const auto mv = hn::MaxOfLanes(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)));
+    for (int64_t j = 0; j < n; j += N) {
+        const int64_t at = j + N <= n ? j : n - N;
+        const intptr_t k = hn::FindFirstTrue(d, hn::Eq(hn::LoadU(d, x + at), mv));
+        if (k >= 0) return at + k;
+    }
+    return scalar();
 }
 
 // dst[i] = f16(src[i]) (round to nearest even), as uint16_t bit patterns.

@@ -1,4 +1,4 @@
-// Dispatch of the row-wise ops (RMSNorm, RoPE, SwiGLU, add, softmax) to their per-target
+// Dispatch of the row-wise ops (RMSNorm, RoPE, SwiGLU, add, softmax, argmax) to their per-target
 // kernels in elementwise-inl.h.
 #include "kernels/simd_targets.h"  // first: decides the targets
 
@@ -23,6 +23,7 @@ HWY_EXPORT(RopeRow);
 HWY_EXPORT(Swiglu);
 HWY_EXPORT(AddInplace);
 HWY_EXPORT(Softmax);
+HWY_EXPORT(ArgMax);
 
 namespace ops {
 
@@ -73,6 +74,11 @@ void add_inplace(float* y, const float* x, int64_t n) {
 
 void softmax(float* x, int64_t n) {
     HWY_DYNAMIC_DISPATCH(Softmax)(x, n);
+}
+
+int64_t argmax(const float* x, int64_t n) {
+    TROUPE_CHECK(n >= 1);
+    return HWY_DYNAMIC_DISPATCH(ArgMax)(x, n);
 }
 
 // ---- Region steps: rows (or runs of values) split into tasks of about kTaskValues ----------

@@ -130,11 +130,77 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
     });
 }
 
+// How a matmul_many call runs: each matrix on its own (mixed types, or no SIMD kernel),
+// matrix-matrix (packed activations) or matrix-vector (streamed rows), and the task split.
+enum class MatmulPath { Empty, Separate, Packed, Rows };
+struct MatmulPlan {
+    MatmulPath path = MatmulPath::Empty;
+    ActLayout l;
+    size_t packed_bytes = 0;  // Packed: bytes of one packed vector
+    int64_t total_rows = 0;
+    int64_t task_rows = 0;  // rows per task, depends on the participants
+};
+
+int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens);
+
+MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_tokens) {
+    MatmulPlan p;
+    const DType at = act_type(ws[0].type);  // throws troupe::Error for types without compute
+    bool fused = kern::has_kernel(ws[0].type);
+    for (int m = 0; m < n; ++m) {
+        fused &=
+            act_type(ws[m].type) == at && ws[m].n_in == ws[0].n_in && kern::has_kernel(ws[m].type);
+        p.total_rows += ws[m].n_out;
+    }
+    if (!fused) {
+        p.path = MatmulPath::Separate;
+        return p;
+    }
+    if (p.total_rows == 0) return p;
+    p.l = act_layout(at, ws[0].n_in);
+    p.packed_bytes = kern::gemm_packed_bytes(ws[0], p.l);
+    int64_t min_tokens = 0;
+    const int64_t token_lanes = int64_t(kern::gemm_token_lanes());
+    for (int m = 0; m < n; ++m) {
+        if (kern::gemm_packed_bytes(ws[m], p.l) == 0) p.packed_bytes = 0;
+        min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes));
+    }
+    p.path = n_tokens >= min_tokens && p.packed_bytes > 0 ? MatmulPath::Packed : MatmulPath::Rows;
+    p.task_rows = task_rows(r, p, n_tokens);
+    return p;
+}
+
+// Rows per task of plan p on the participants of r.
+int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
+    if (p.path == MatmulPath::Rows)
+        return rows_per_task(p.total_rows, r.size(), 6, kern::gemv_row_group());
+    // Up to a vector of tokens the kernels stream the weights (about the time of reading
+    // them), and every task starts cold, its first rows waiting on DRAM: one task per
+    // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
+    // batches are compute-bound and keep 4 for balance.
+    const int per_participant = n_tokens <= int64_t(kern::gemm_token_lanes()) ? 1 : 4;
+    return rows_per_task(p.total_rows, r.size(), per_participant, 4);
+}
+
+// The weight bytes this participant reads first under plan p: its share of the tasks, up to
+// the end of the matrix its share starts in.
+std::pair<const void*, const void*> weight_share(const Region& r, const Weight* ws, int n,
+                                                 const MatmulPlan& p) {
+    if (p.path != MatmulPath::Rows && p.path != MatmulPath::Packed) return {nullptr, nullptr};
+    const RowTasks tasks(ws, n, p.task_rows);
+    const auto [b, e] = r.my_share(tasks.size());
+    if (b >= e) return {nullptr, nullptr};
+    const RowTask first = tasks[b];
+    const Weight& w = ws[first.m];
+    const RowTask last = tasks[std::min(e, tasks.first_of(first.m + 1)) - 1];
+    return {w.data + size_t(first.o0) * w.row_stride, w.data + size_t(last.o1) * w.row_stride};
+}
+
 // Matrix-matrix: one step converts and packs the tokens (a packed vector per task), one step
 // computes row ranges for all tokens.
 void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
-                   int64_t n_tokens, float* const* add_to, const ActLayout& l, size_t packed_bytes,
-                   int64_t total_rows) {
+                   int64_t n_tokens, float* const* add_to, const MatmulPlan& plan) {
+    const ActLayout& l = plan.l;
     const int64_t L = int64_t(kern::gemm_token_lanes());
     const int64_t n_vecs = (n_tokens + L - 1) / L;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
@@ -145,8 +211,13 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
         scratch_bytes = std::max(scratch_bytes, kern::gemm_scratch_bytes(ws[m]));
     }
     const size_t n_packed = size_t(kern::gemm_packed_vectors(all_q8_0, n_tokens));
-    auto* act = static_cast<uint8_t*>(r.shared_scratch(act_bytes + packed_bytes * n_packed));
+    auto* act = static_cast<uint8_t*>(r.shared_scratch(act_bytes + plan.packed_bytes * n_packed));
     uint8_t* packed = act + act_bytes;
+    // While the tokens are packed, a participant that waits fetches its own weights; from the
+    // product on, what its caller said comes next.
+    const auto next = r.pending_prefetch();
+    const auto mine = weight_share(r, ws, n, plan);
+    r.prefetch_next(mine.first, mine.second);
     r.for_each(n_vecs, [&](int64_t tv) {
         const int64_t t0 = tv * L, t1 = std::min(n_tokens, t0 + L);
         float* tmp =
@@ -156,12 +227,8 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
         kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens, act,
                                 packed);
     });
-    // Up to a vector of tokens the kernels stream the weights (about the time of reading
-    // them), and every task starts cold, its first rows waiting on DRAM: one task per
-    // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
-    // batches are compute-bound and keep 4 for balance.
-    const int per_participant = n_tokens <= L ? 1 : 4;
-    const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), per_participant, 4));
+    r.prefetch_next(next.first, next.second);
+    const RowTasks tasks(ws, n, plan.task_rows);
     r.for_each(tasks.size(), [&](int64_t t) {
         const RowTask task = tasks[t];
         auto* scratch = static_cast<uint8_t*>(r.thread_scratch(scratch_bytes));
@@ -174,14 +241,15 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
 // Matrix-vector: every participant converts the activations into its own scratch, then
 // streams the rows of its tasks; prefetching runs on to the end of its share of a matrix.
 void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
-                 int64_t n_tokens, float* const* add_to, const ActLayout& l, int64_t total_rows) {
+                 int64_t n_tokens, float* const* add_to, const MatmulPlan& plan) {
+    const ActLayout& l = plan.l;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
     const size_t tmp_bytes = transforms(in) ? size_t(n_tokens * l.n_in) * sizeof(float) : 0;
     size_t tile_bytes = 0;
     for (int m = 0; m < n; ++m)
         tile_bytes = std::max(tile_bytes, kern::gemv_scratch_bytes(ws[m], n_tokens));
     tile_bytes = round_up_64(tile_bytes);
-    const RowTasks tasks(ws, n, rows_per_task(total_rows, r.size(), 6, kern::gemv_row_group()));
+    const RowTasks tasks(ws, n, plan.task_rows);
     const auto [share_begin, share_end] = r.my_share(tasks.size());
     uint8_t* act = nullptr;
     uint8_t* tile_scratch = nullptr;
@@ -210,39 +278,32 @@ void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
                  int64_t n_tokens, float* const* add_to) {
     TROUPE_CHECK(n >= 0 && n <= kMaxMatmulMany);
     if (n_tokens <= 0 || n == 0) return;
-    const DType at = act_type(ws[0].type);  // throws troupe::Error for types without compute
-    bool fused = kern::has_kernel(ws[0].type);
-    int64_t total_rows = 0;
-    for (int m = 0; m < n; ++m) {
-        fused &=
-            act_type(ws[m].type) == at && ws[m].n_in == ws[0].n_in && kern::has_kernel(ws[m].type);
-        total_rows += ws[m].n_out;
-    }
-    if (!fused) {
-        for (int m = 0; m < n; ++m) {
-            float* const* add = add_to ? add_to + m : nullptr;
-            if (kern::has_kernel(ws[m].type)) {
-                matmul_many(r, ws + m, 1, in, ys + m, n_tokens, add);
-            } else {
-                matmul_fallback(r, ws[m], in, ys[m], n_tokens, add ? *add : nullptr);
+    const MatmulPlan p = plan_matmul(r, ws, n, n_tokens);  // throws for types without compute
+    switch (p.path) {
+        case MatmulPath::Separate:
+            for (int m = 0; m < n; ++m) {
+                float* const* add = add_to ? add_to + m : nullptr;
+                if (kern::has_kernel(ws[m].type)) {
+                    matmul_many(r, ws + m, 1, in, ys + m, n_tokens, add);
+                } else {
+                    matmul_fallback(r, ws[m], in, ys[m], n_tokens, add ? *add : nullptr);
+                }
             }
-        }
-        return;
+            return;
+        case MatmulPath::Packed:
+            return matmul_packed(r, ws, n, in, ys, n_tokens, add_to, p);
+        case MatmulPath::Rows:
+            return matmul_rows(r, ws, n, in, ys, n_tokens, add_to, p);
+        case MatmulPath::Empty:
+            return;
     }
-    if (total_rows == 0) return;
-    const ActLayout l = act_layout(at, ws[0].n_in);
-    size_t packed_bytes = kern::gemm_packed_bytes(ws[0], l);
-    int64_t min_tokens = 0;
-    const int64_t token_lanes = int64_t(kern::gemm_token_lanes());
-    for (int m = 0; m < n; ++m) {
-        if (kern::gemm_packed_bytes(ws[m], l) == 0) packed_bytes = 0;
-        min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes));
-    }
-    if (n_tokens >= min_tokens && packed_bytes > 0) {
-        matmul_packed(r, ws, n, in, ys, n_tokens, add_to, l, packed_bytes, total_rows);
-    } else {
-        matmul_rows(r, ws, n, in, ys, n_tokens, add_to, l, total_rows);
-    }
+}
+
+void prefetch_next_matmul(Region& r, const Weight* ws, int n, int64_t n_tokens) {
+    if (n_tokens <= 0 || n <= 0 || n > kMaxMatmulMany) return r.prefetch_next(nullptr, nullptr);
+    const MatmulPlan p = plan_matmul(r, ws, n, n_tokens);
+    const auto [begin, end] = weight_share(r, ws, n, p);
+    r.prefetch_next(begin, end);
 }
 
 void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
@@ -259,13 +320,6 @@ void matmul_many(const Weight* ws, int n, const float* x, float* const* ys, int6
 
 void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
     matmul_many(&w, 1, x, &y, n_tokens, pool);
-}
-
-void prefetch_weights(const Weight* ws, int n, size_t bytes) {
-    for (int m = 0; m < n; ++m) {
-        const size_t size = std::min(bytes, ws[m].row_stride * size_t(ws[m].n_out));
-        for (size_t o = 0; o < size; o += 64) hwy::Prefetch(ws[m].data + o);
-    }
 }
 
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out) {

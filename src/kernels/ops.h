@@ -73,11 +73,12 @@ void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
 void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
             float* add_to = nullptr);
 
-// Starts loading the first `bytes` of each weight into the cache and returns at once (software
-// prefetch, no result). Decode reads every matrix from DRAM and each matmul first waits for
-// its first rows; calling this for the next matmul's weights before an op that does not read
-// weights (attention, a norm) hides that wait.
-void prefetch_weights(const Weight* ws, int n, size_t bytes);
+// Tells this participant of r which matmul_many(r, ws, n, ..., n_tokens) comes next: its share
+// of those weights is then prefetched whenever it waits at the end of a step until that call
+// (Region::prefetch_next). Decode reads every matrix from DRAM, and a participant that
+// finished a step early, or waits through an op that reads no weights, would otherwise leave
+// the memory bus idle. Not collective; a hint only (results do not depend on it).
+void prefetch_next_matmul(Region& r, const Weight* ws, int n, int64_t n_tokens);
 
 // out[r, :] = dequantized row ids[r] of w.   out: [n_ids, w.n_in]. Embedding lookup.
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
@@ -132,6 +133,10 @@ void add_inplace(Region& r, float* y, const float* x, int64_t n);
 
 // In-place softmax of x[n]; returns nothing. Stable (subtracts the max).
 void softmax(float* x, int64_t n);
+
+// The index of the largest of x[0, n) (n >= 1), the first one on ties; NaNs are skipped
+// unless x[0] is one (then 0), as a scalar loop of `x[i] > x[best]` does.
+int64_t argmax(const float* x, int64_t n);
 
 // ---- Attention over the paged KV cache --------------------------------------------------
 

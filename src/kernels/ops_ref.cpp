@@ -110,6 +110,13 @@ void add_inplace(float* y, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+int64_t argmax(const float* x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
 void softmax(float* x, int64_t n) {
     if (n <= 0) return;
     float mx = x[0];

@@ -15,6 +15,7 @@ void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_di
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 void softmax(float* x, int64_t n);
+int64_t argmax(const float* x, int64_t n);
 void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
               const float* v, int64_t n);
 void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,

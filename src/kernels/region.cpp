@@ -62,6 +62,12 @@ void Region::step_end(int64_t n_done) {
     std::atomic<int64_t>& done = shared_.done.value;
     if (n_done > 0) done.fetch_add(n_done, std::memory_order_acq_rel);
     const int64_t target = done_base_ + n_tasks_;
+    // While waiting: the prefetch range first, a few lines between checks, then spinning.
+    constexpr int kLinesPerCheck = 8;
+    while (pf_next_ < pf_end_ && done.load(std::memory_order_acquire) < target) {
+        for (int i = 0; i < kLinesPerCheck && pf_next_ < pf_end_; ++i, pf_next_ += 64)
+            __builtin_prefetch(pf_next_, 0, 3);
+    }
     spin_until([&] { return done.load(std::memory_order_acquire) >= target; });
     done_base_ = target;
 }

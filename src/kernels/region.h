@@ -89,6 +89,16 @@ class Region {
     // This thread's scratch (ThreadPool::thread_scratch; the calling thread only).
     void* thread_scratch(size_t bytes);
 
+    // Memory this participant reads next, [begin, end) (its share of the next matrix's
+    // weights): prefetched a few cache lines at a time whenever it waits at the end of a step,
+    // so that a participant that finished early keeps the memory bus busy instead of spinning.
+    // Replaces the previous range; (nullptr, nullptr) clears it. Not collective.
+    void prefetch_next(const void* begin, const void* end) {
+        pf_next_ = static_cast<const uint8_t*>(begin);
+        pf_end_ = static_cast<const uint8_t*>(end);
+    }
+    std::pair<const void*, const void*> pending_prefetch() const { return {pf_next_, pf_end_}; }
+
   private:
     void step_begin(int64_t n_tasks);
     bool claim(int p, int64_t& task);
@@ -103,6 +113,8 @@ class Region {
     int64_t done_base_ = 0;            // tasks of the steps before the current one
     int64_t n_tasks_ = 0;              // of the current step
     size_t shared_bytes_;              // the shared scratch as the step sequence knows it
+    const uint8_t* pf_next_ = nullptr;  // prefetch_next: the next line to prefetch
+    const uint8_t* pf_end_ = nullptr;
 };
 
 // Runs fn(Region&) on every thread of the pool (thread 0 is the caller) as one job; with a

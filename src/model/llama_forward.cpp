@@ -6,6 +6,7 @@
 //
 // Where the time goes: the seven matmuls per layer and the output projection (weights read
 // once per batch), then attention over the KV cache.
+#include <array>
 #include <cmath>
 
 #include "model/model.h"
@@ -124,32 +125,48 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
     float* x = ws.x.data();
 
     run_region(pool, [&](Region& r) {
+        // Every participant prefetches its share of the next product's weights whenever it
+        // waits (ops::prefetch_next_matmul): named before the step that precedes it.
+        auto qkv_of = [&](int il) -> std::array<ops::Weight, 3> {
+            const LayerWeights& l = w_.layers[size_t(il)];
+            return {l.wq, l.wk, l.wv};
+        };
+        ops::prefetch_next_matmul(r, qkv_of(0).data(), 3, n);
         ops::get_rows(r, w_.tok_embd, batch.tokens.data(), n, x);  // x = token embeddings
         for (int il = 0; il < hp.n_layer; ++il) {
             const LayerWeights& l = w_.layers[size_t(il)];
             const ops::KvLayerView& cache = kv[size_t(il)];
             // attention block: Q, K, V of rms_norm(x) in one step
-            const ops::Weight qkv[] = {l.wq, l.wk, l.wv};
+            const std::array<ops::Weight, 3> qkv = qkv_of(il);
             float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
-            ops::matmul_many(r, qkv, 3, {.x = x, .norm = l.attn_norm.data(), .eps = hp.rms_eps},
+            ops::prefetch_next_matmul(r, &l.wo, 1, n);
+            ops::matmul_many(r, qkv.data(), 3, {.x = x, .norm = l.attn_norm.data(), .eps = hp.rms_eps},
                              qkv_out, n);
             add_bias(r, ws.q.data(), l.bq, n);
             add_bias(r, ws.k.data(), l.bk, n);
             add_bias(r, ws.v.data(), l.bv, n);
             rotate_and_store(r, hp, rope, cache, ws);
             ops::attention(r, cache, ws.attn_plan, scale);
+            const ops::Weight gate_up[] = {l.w_gate, l.w_up};
+            ops::prefetch_next_matmul(r, gate_up, 2, n);
             ops::matmul(r, l.wo, {.x = ws.attn.data()}, ws.proj.data(), n, x);  // x += wo attn
             // feed-forward block (SwiGLU): gate and up of rms_norm(x), then x += down swiglu
-            const ops::Weight gate_up[] = {l.w_gate, l.w_up};
             float* const gate_up_out[] = {ws.gate.data(), ws.up.data()};
+            ops::prefetch_next_matmul(r, &l.w_down, 1, n);
             ops::matmul_many(r, gate_up, 2, {.x = x, .norm = l.ffn_norm.data(), .eps = hp.rms_eps},
                              gate_up_out, n);
+            if (il + 1 < hp.n_layer) {
+                ops::prefetch_next_matmul(r, qkv_of(il + 1).data(), 3, n);
+            } else {
+                ops::prefetch_next_matmul(r, &w_.output, 1, n_out);
+            }
             ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), n,
                         x);
         }
         // output: projection of the final norm of the rows that want logits only
-        if (n_out == 0) return;
+        if (n_out == 0) return r.prefetch_next(nullptr, nullptr);
         const float* rows = logit_rows(r, hp, batch, ws);
+        r.prefetch_next(nullptr, nullptr);  // nothing is read after it
         ops::matmul(r, w_.output, {.x = rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps},
                     logits, n_out);
     });

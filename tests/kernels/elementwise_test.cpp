@@ -1,4 +1,4 @@
-// RMSNorm, RoPE, SwiGLU, add and softmax against their scalar references on every target.
+// RMSNorm, RoPE, SwiGLU, add, softmax and argmax against their scalar references on every target.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -146,6 +146,45 @@ TEST(Elementwise, SoftmaxMatchesReference) {
         ops::softmax(x.data(), 4);
         EXPECT_EQ(x[2], 0.0f);
         EXPECT_NEAR(x[0], 0.6652409f, 1e-6f);
+    });
+}
+
+TEST(Elementwise, ArgmaxMatchesReference) {
+    for_each_target([] {
+        for (int64_t n : test_sizes()) {
+            if (n == 0) continue;
+            const auto x = random_floats(size_t(n), uint32_t(n) + 11, -8.0f, 8.0f);
+            OffsetBuffer<float> b(size_t(n), 1);
+            b.assign(x);
+            float* v = b.data();
+            EXPECT_EQ(ops::argmax(v, n), ops::ref::argmax(v, n)) << "n " << n;
+            // The maximum at every position in turn, also tied with an earlier or later copy.
+            for (int64_t at : {int64_t(0), n / 3, n / 2, n - 1}) {
+                const float keep = v[at];
+                v[at] = 100.0f;
+                EXPECT_EQ(ops::argmax(v, n), at) << "n " << n;
+                if (at + 1 < n) {
+                    const float next = v[n - 1];
+                    v[n - 1] = 100.0f;  // a later tie: the first wins
+                    EXPECT_EQ(ops::argmax(v, n), at);
+                    v[n - 1] = next;
+                }
+                v[at] = keep;
+            }
+            // NaNs are skipped as the scalar loop skips them; -0.0 and 0.0 tie.
+            if (n >= 3) {
+                std::vector<float> y(size_t(n), -1.0f);
+                y[1] = NAN;
+                y[size_t(n) - 1] = 0.0f;
+                y[size_t(n) / 2] = -0.0f;
+                EXPECT_EQ(ops::argmax(y.data(), n), ops::ref::argmax(y.data(), n)) << "n " << n;
+                y[0] = NAN;
+                EXPECT_EQ(ops::argmax(y.data(), n), 0);
+            }
+            // All equal, all -inf.
+            std::vector<float> z(size_t(n), -INFINITY);
+            EXPECT_EQ(ops::argmax(z.data(), n), 0);
+        }
     });
 }
 
