@@ -230,14 +230,14 @@ size_t GemmPackedBytes(const ops::Weight& w, const ops::ActLayout& l) {
 #endif
 }
 
-// Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]) into act and packs
-// them into `packed`.
+// Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]; null: act holds them
+// already) into act and packs them into `packed`.
 void QuantizeAndPack(bool all_q8_0, const float* rows, const ops::ActLayout& l, int64_t tv,
                      int64_t n_tokens, uint8_t* act, uint8_t* packed) {
 #if HWY_TARGET != HWY_SCALAR
     const int64_t L = int64_t(TokenLanes());
     const int64_t t0 = tv * L, t1 = t0 + L < n_tokens ? t0 + L : n_tokens;
-    QuantizeActRows(rows, 0, t1 - t0, act + size_t(t0) * l.row_bytes, l);
+    if (rows) QuantizeActRows(rows, 0, t1 - t0, act + size_t(t0) * l.row_bytes, l);
     const PackedActs p = PackLayout(l);
     if (UsePairs(all_q8_0, n_tokens)) {
         const int64_t per_vec = L / 2;

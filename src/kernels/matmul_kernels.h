@@ -44,7 +44,7 @@ void gemv_rows(const Weight& w, const uint8_t* act, const ActLayout& l, int64_t 
 size_t gemm_token_lanes();
 size_t gemm_packed_bytes(const Weight& w, const ActLayout& l);
 // Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]) into act (all tokens'
-// rows) and packs them into `packed`.
+// rows) and packs them into `packed`. rows null: act holds the converted tokens already.
 void quantize_and_pack(bool all_q8_0, const float* rows, const ActLayout& l, int64_t tv,
                        int64_t n_tokens, uint8_t* act, uint8_t* packed);
 // Packed vectors (of gemm_packed_bytes each) that quantize_and_pack fills for n_tokens.

@@ -5,7 +5,8 @@
 //   converts the activations itself (no step for it) and streams the rows of its share in
 //   order, its weight prefetching running on from task to task.
 // - Matrix-matrix (batched decode, prefill): one step converts and packs the tokens into
-//   shared scratch, one step computes row ranges for all tokens.
+//   shared scratch (a batch of fewer than a vector of tokens per participant: one step
+//   converts them a token per task, one packs), one step computes row ranges for all tokens.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -196,8 +197,9 @@ std::pair<const void*, const void*> weight_share(const Region& r, const Weight* 
     return {w.data + size_t(first.o0) * w.row_stride, w.data + size_t(last.o1) * w.row_stride};
 }
 
-// Matrix-matrix: one step converts and packs the tokens (a packed vector per task), one step
-// computes row ranges for all tokens.
+// Matrix-matrix: one step converts and packs the tokens (a packed vector per task; a batch
+// smaller than that takes a step per token to convert, then one to pack), one step computes
+// row ranges for all tokens.
 void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
                    int64_t n_tokens, float* const* add_to, const MatmulPlan& plan) {
     const ActLayout& l = plan.l;
@@ -218,15 +220,29 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
     const auto next = r.pending_prefetch();
     const auto mine = weight_share(r, ws, n, plan);
     r.prefetch_next(mine.first, mine.second);
-    r.for_each(n_vecs, [&](int64_t tv) {
-        const int64_t t0 = tv * L, t1 = std::min(n_tokens, t0 + L);
-        float* tmp =
-            transforms(in)
-                ? static_cast<float*>(r.thread_scratch(size_t(L) * size_t(l.n_in) * sizeof(float)))
-                : nullptr;
-        kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens, act,
-                                packed);
-    });
+    if (n_vecs < r.size() && n_tokens > 1) {
+        // Fewer vectors of tokens than participants (batched decode): the tokens are converted
+        // one per task, then packed; one step for both would leave all but one idle.
+        r.for_each(n_tokens, [&](int64_t t) {
+            float* tmp = transforms(in) ? static_cast<float*>(
+                                              r.thread_scratch(size_t(l.n_in) * sizeof(float)))
+                                        : nullptr;
+            kern::quantize_act_rows(input_rows(in, l.n_in, t, t + 1, tmp), 0, 1,
+                                    act + size_t(t) * l.row_bytes, l);
+        });
+        r.for_each(n_vecs, [&](int64_t tv) {
+            kern::quantize_and_pack(all_q8_0, nullptr, l, tv, n_tokens, act, packed);
+        });
+    } else {
+        r.for_each(n_vecs, [&](int64_t tv) {
+            const int64_t t0 = tv * L, t1 = std::min(n_tokens, t0 + L);
+            float* tmp = transforms(in) ? static_cast<float*>(r.thread_scratch(
+                                              size_t(L) * size_t(l.n_in) * sizeof(float)))
+                                        : nullptr;
+            kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv,
+                                    n_tokens, act, packed);
+        });
+    }
     r.prefetch_next(next.first, next.second);
     const RowTasks tasks(ws, n, plan.task_rows);
     r.for_each(tasks.size(), [&](int64_t t) {
