@@ -243,8 +243,8 @@ int64_t ArgMax(const float* x, int64_t n) {
         m1 = hn::Max(m1, b);
         m2 = hn::Max(m2, c);
         m3 = hn::Max(m3, e);
-        nan = hn::Or(nan, hn::Or(hn::Or(hn::IsNaN(a), hn::IsNaN(b)),
-                                 hn::Or(hn::IsNaN(c), hn::IsNaN(e))));
+        nan = hn::Or(
+            nan, hn::Or(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Or(hn::IsNaN(c), hn::IsNaN(e))));
     }
     for (; i < n; i += N) {  // the rest, the last vector overlapping the one before
         const auto a = hn::LoadU(d, x + (i + N <= n ? i : n - N));

@@ -224,9 +224,9 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
         // Fewer vectors of tokens than participants (batched decode): the tokens are converted
         // one per task, then packed; one step for both would leave all but one idle.
         r.for_each(n_tokens, [&](int64_t t) {
-            float* tmp = transforms(in) ? static_cast<float*>(
-                                              r.thread_scratch(size_t(l.n_in) * sizeof(float)))
-                                        : nullptr;
+            float* tmp = transforms(in)
+                             ? static_cast<float*>(r.thread_scratch(size_t(l.n_in) * sizeof(float)))
+                             : nullptr;
             kern::quantize_act_rows(input_rows(in, l.n_in, t, t + 1, tmp), 0, 1,
                                     act + size_t(t) * l.row_bytes, l);
         });
@@ -239,8 +239,8 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
             float* tmp = transforms(in) ? static_cast<float*>(r.thread_scratch(
                                               size_t(L) * size_t(l.n_in) * sizeof(float)))
                                         : nullptr;
-            kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv,
-                                    n_tokens, act, packed);
+            kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens,
+                                    act, packed);
         });
     }
     r.prefetch_next(next.first, next.second);

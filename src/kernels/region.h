@@ -108,11 +108,11 @@ class Region {
     int index_, size_;
     int thread_;
     // This participant's record of the step sequence (the same on every participant).
-    std::vector<int64_t> share_base_;  // [size_] start of each participant's current share
-    std::vector<int64_t> share_len_;   // [size_]
-    int64_t done_base_ = 0;            // tasks of the steps before the current one
-    int64_t n_tasks_ = 0;              // of the current step
-    size_t shared_bytes_;              // the shared scratch as the step sequence knows it
+    std::vector<int64_t> share_base_;   // [size_] start of each participant's current share
+    std::vector<int64_t> share_len_;    // [size_]
+    int64_t done_base_ = 0;             // tasks of the steps before the current one
+    int64_t n_tasks_ = 0;               // of the current step
+    size_t shared_bytes_;               // the shared scratch as the step sequence knows it
     const uint8_t* pf_next_ = nullptr;  // prefetch_next: the next line to prefetch
     const uint8_t* pf_end_ = nullptr;
 };

@@ -140,8 +140,8 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
             const std::array<ops::Weight, 3> qkv = qkv_of(il);
             float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
             ops::prefetch_next_matmul(r, &l.wo, 1, n);
-            ops::matmul_many(r, qkv.data(), 3, {.x = x, .norm = l.attn_norm.data(), .eps = hp.rms_eps},
-                             qkv_out, n);
+            ops::matmul_many(r, qkv.data(), 3,
+                             {.x = x, .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n);
             add_bias(r, ws.q.data(), l.bq, n);
             add_bias(r, ws.k.data(), l.bk, n);
             add_bias(r, ws.v.data(), l.bv, n);
@@ -164,9 +164,9 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
                         x);
         }
         // output: projection of the final norm of the rows that want logits only
-        if (n_out == 0) return r.prefetch_next(nullptr, nullptr);
+        r.prefetch_next(nullptr, nullptr);  // nothing is read after the output
+        if (n_out == 0) return;
         const float* rows = logit_rows(r, hp, batch, ws);
-        r.prefetch_next(nullptr, nullptr);  // nothing is read after it
         ops::matmul(r, w_.output, {.x = rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps},
                     logits, n_out);
     });
