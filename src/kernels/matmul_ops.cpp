@@ -11,7 +11,6 @@
 #include <cstring>
 #include <vector>
 
-#include "hwy/cache_control.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
