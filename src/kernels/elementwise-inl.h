@@ -12,6 +12,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/ops_ref.h"
 #include "kernels/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -219,19 +220,12 @@ void Softmax(float* x, int64_t n) {
 }
 
 // The first index of the maximum of x[0, n) (n >= 1), as ops::ref::argmax: the maximum in
-// vectors (four independent chains), then the first lane equal to it. A NaN anywhere (or a
-// maximum that is not found again, which only a NaN can cause) takes the scalar loop, whose
-// comparisons skip NaNs the reference's way.
+// vectors (four independent chains), then the first lane equal to it. Short rows and rows
+// with a NaN take the reference, whose comparisons skip NaNs.
 int64_t ArgMax(const float* x, int64_t n) {
     const hn::ScalableTag<float> d;
     const int64_t N = int64_t(hn::Lanes(d));
-    auto scalar = [&] {
-        int64_t best = 0;
-        for (int64_t i = 1; i < n; ++i)
-            if (x[i] > x[best]) best = i;
-        return best;
-    };
-    if (n < 4 * N) return scalar();
+    if (n < 4 * N) return ops::ref::argmax(x, n);
     auto m0 = hn::LoadU(d, x), m1 = hn::LoadU(d, x + N), m2 = hn::LoadU(d, x + 2 * N),
          m3 = hn::LoadU(d, x + 3 * N);
     auto nan = hn::Or(hn::Or(hn::IsNaN(m0), hn::IsNaN(m1)), hn::Or(hn::IsNaN(m2), hn::IsNaN(m3)));
@@ -251,14 +245,13 @@ int64_t ArgMax(const float* x, int64_t n) {
         m0 = hn::Max(m0, a);
         nan = hn::Or(nan, hn::IsNaN(a));
     }
-    if (!hn::AllFalse(d, nan)) return scalar();
+    if (!hn::AllFalse(d, nan)) return ops::ref::argmax(x, n);
     const auto mv = hn::MaxOfLanes(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)));
-    for (int64_t j = 0; j < n; j += N) {
+    for (int64_t j = 0;; j += N) {  // without NaNs the maximum is one of the values
         const int64_t at = j + N <= n ? j : n - N;
         const intptr_t k = hn::FindFirstTrue(d, hn::Eq(hn::LoadU(d, x + at), mv));
         if (k >= 0) return at + k;
     }
-    return scalar();
 }
 
 // dst[i] = f16(src[i]) (round to nearest even), as uint16_t bit patterns.
