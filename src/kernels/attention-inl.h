@@ -1,11 +1,7 @@
 // Attention over the paged KV cache, one kv head and one range of key positions at a time,
 // for a set of query vectors that all read that kv head (query rows of the heads of a GQA
 // group, of one sequence or of several that share a prompt prefix): the online-softmax
-// (flash) form, with one of two kernels by the number of query vectors:
-//   few (decode)            attention_tree-inl.h: head dimensions in lanes, each K/V row
-//                           converted once per tile of up to 4 query vectors;
-//   many (prefill, prefix)  attention_lanes-inl.h: query vectors in lanes, each K/V row
-//                           converted once for all of them.
+// (flash) form, with the kernel of attention_tile-inl.h.
 //
 // The result is a partial state per query vector: the running maximum m, the sum of
 // exponentials l and the unnormalised output o = sum_p exp(s_p - m) v_p. States of disjoint
@@ -24,8 +20,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/attention_common-inl.h"
-#include "kernels/attention_lanes-inl.h"
-#include "kernels/attention_tree-inl.h"
+#include "kernels/attention_tile-inl.h"
 #include "kernels/ops.h"
 #include "kernels/simd-inl.h"
 
@@ -34,18 +29,10 @@ namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR
 
-// From this many query vectors on, AttendRange uses the lanes kernel.
-HWY_INLINE int LanesMinQueries() {
-    return int(hn::Lanes(AF()));
-}
-
 // Scratch floats AttendRange needs for nq query vectors.
 HWY_INLINE size_t AttendScratchFloats(const ops::KvLayerView& kv, int nq) {
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
-    const size_t kernel = nq >= LanesMinQueries()
-                              ? LanesScratchFloats(nq, size_t(kv.head_dim), hd_pad)
-                              : TreeScratchFloats(nq);
-    return size_t(nq) * hd_pad + kernel + 16;
+    return size_t(nq) * hd_pad + TileScratchFloats(nq, size_t(kv.head_dim), hd_pad) + 32;
 }
 
 // Query vectors q[i] (head_dim floats each; position qpos[i]) over the keys at positions
@@ -70,17 +57,12 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
     const int32_t end = std::min(k1, max_pos + 1);  // no query sees keys beyond its position
     if (end <= k0) return;
     const bool f16 = kv.type == DType::F16;
-    const bool lanes = nq >= LanesMinQueries();
     auto run = [&](auto chunks) {
         constexpr size_t kC = decltype(chunks)::value;
-        if (lanes && f16) {
-            AttendLanes<kC, true>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
-        } else if (lanes) {
-            AttendLanes<kC, false>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
-        } else if (f16) {
-            AttendTree<kC, true>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
+        if (f16) {
+            AttendTile<kC, uint16_t>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
         } else {
-            AttendTree<kC, false>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
+            AttendTile<kC, float>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
         }
     };
     // The usual head sizes with whole vectors unroll completely.
@@ -91,17 +73,32 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
         run(std::integral_constant<size_t, 4>());
     } else if (n_chunks == 8) {
         run(std::integral_constant<size_t, 8>());
-    } else if (n_chunks == 16) {
-        run(std::integral_constant<size_t, 16>());
     } else {
         run(std::integral_constant<size_t, 0>());
     }
 }
 
-// dst[i] = f16(src[i]) or a copy, for kv_store.
-void StoreKvVector(DType type, const float* HWY_RESTRICT src, uint8_t* HWY_RESTRICT dst, int n) {
+// dst[i * stride] = f16(src[i]) or src[i] (stride in elements: 1 for a V row, block_size
+// for a K vector, which the cache stores transposed), for kv_store.
+void StoreKvVector(DType type, const float* HWY_RESTRICT src, uint8_t* HWY_RESTRICT dst, int n,
+                   size_t stride) {
     if (type != DType::F16) {
-        std::memcpy(dst, src, size_t(n) * sizeof(float));
+        if (stride == 1) {
+            std::memcpy(dst, src, size_t(n) * sizeof(float));
+        } else {
+            for (int i = 0; i < n; ++i)
+                std::memcpy(dst + size_t(i) * stride * sizeof(float), src + i, sizeof(float));
+        }
+        return;
+    }
+    if (stride != 1) {
+        HWY_ALIGN uint16_t tmp[512];
+        for (int i0 = 0; i0 < n; i0 += 512) {
+            const int len = std::min(512, n - i0);
+            StoreKvVector(type, src + i0, reinterpret_cast<uint8_t*>(tmp), len, 1);
+            for (int i = 0; i < len; ++i)
+                std::memcpy(dst + (size_t(i0 + i) * stride) * 2, tmp + i, 2);
+        }
         return;
     }
     const AF df;

@@ -54,11 +54,11 @@ void AttnRange(const ops::KvLayerView& kv, int head, const int32_t* block_table,
 #endif
 }
 
-void KvStoreVector(DType type, const float* src, uint8_t* dst, int n) {
+void KvStoreVector(DType type, const float* src, uint8_t* dst, int n, size_t stride) {
 #if HWY_TARGET != HWY_SCALAR
-    StoreKvVector(type, src, dst, n);
+    StoreKvVector(type, src, dst, n, stride);
 #else
-    (void)type, (void)src, (void)dst, (void)n;
+    (void)type, (void)src, (void)dst, (void)n, (void)stride;
 #endif
 }
 
@@ -358,10 +358,11 @@ void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* 
         const int32_t block = block_table[pos[r] / kv.block_size];
         const size_t slot = size_t(pos[r] % kv.block_size);
         for (int h = 0; h < kv.n_kv_head; ++h) {
-            const size_t at = size_t(block) * kv.block_stride + size_t(h) * kv.head_stride +
-                              slot * size_t(kv.head_dim) * elem;
-            store(kv.type, k + r * row + h * kv.head_dim, kv.k + at, kv.head_dim);
-            store(kv.type, v + r * row + h * kv.head_dim, kv.v + at, kv.head_dim);
+            const size_t at = size_t(block) * kv.block_stride + size_t(h) * kv.head_stride;
+            store(kv.type, k + r * row + h * kv.head_dim, kv.k + at + slot * elem, kv.head_dim,
+                  size_t(kv.block_size));
+            store(kv.type, v + r * row + h * kv.head_dim,
+                  kv.v + at + slot * size_t(kv.head_dim) * elem, kv.head_dim, 1);
         }
     }
 }

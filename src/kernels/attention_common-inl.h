@@ -1,6 +1,5 @@
-// What the two attention kernels share (attention_tree-inl.h for a few query vectors,
-// attention_lanes-inl.h for many): vector types, reading K/V rows of the paged cache in float,
-// and the walk over the blocks of a key range in steps of at most kStepKeys keys.
+// What the attention kernel's parts share: vector types, the canonical arithmetic, K and V of
+// the paged cache in float, and the walk over a key range in steps of at most kStepKeys keys.
 #if defined(TROUPE_KERNELS_ATTENTION_COMMON_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TROUPE_KERNELS_ATTENTION_COMMON_INL_H_
 #undef TROUPE_KERNELS_ATTENTION_COMMON_INL_H_
@@ -17,6 +16,7 @@
 #include "hwy/highway.h"
 #include "kernels/ops.h"
 #include "kernels/simd-inl.h"
+#include "util/fp16.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace troupe::HWY_NAMESPACE {
@@ -28,7 +28,8 @@ using AV = hn::Vec<AF>;
 constexpr size_t kMaxLanes = hn::MaxLanes(AF());
 
 // Keys per step: the softmax takes one maximum per step and query vector.
-constexpr size_t kStepKeys = 16;
+constexpr size_t kStepKeys = 64;
+constexpr size_t kStepVecs = kStepKeys / kMaxLanes;  // key vectors per step
 static_assert(kStepKeys % kMaxLanes == 0, "a step is whole vectors of keys");
 
 // Targets with 16 vector registers (the others have 32): smaller register tiles.
@@ -64,27 +65,23 @@ HWY_INLINE AV ExpSoftmax(AV x) {
     return hn::IfThenElseZero(hn::Gt(x, hn::Set(df, -87.0f)), hn::Mul(p, scale));
 }
 
-// The canonical arithmetic. A query vector's result must not depend on the kernel that computes
+// The canonical arithmetic. A query vector's result must not depend on the path that computes
 // it nor on the other query vectors of its task (batch invariance: a row decoded alone, in a
-// prefill chunk or through a shared prefix gives the same bits), so both kernels compute,
-// per target (N lanes, head padded with zeros to whole vectors):
-//   score   of q and key k: N partial sums P_r, r < N, each the FMA chain over the chunks
-//           c = 0, 1, .. of q[cN + r] * k[cN + r] (the first a product); then the balanced
-//           pairwise tree over them: adjacent aligned pairs, then pairs of pairs, ..
-//           ((P_0 + P_1) + (P_2 + P_3)) + .. (the tree kernel's lanes, see PairSums);
-//   steps   of up to kStepKeys keys from ForEachKeyStep (aligned to the task's key range and
-//           the blocks), keys a query vector does not see score -inf (an exact 0 after Exp);
+// prefill chunk or through a shared prefix gives the same bits), so every path computes, per
+// target:
+//   score   of q (already multiplied by the scale, rounded to float) and key k: s = q_0 k_0,
+//           then s = FMA(q_d, k_d, s) for d = 1 .. head_dim - 1 in ascending order (keys
+//           in lanes: one FMA chain per key, no horizontal sums);
+//   steps   of up to kStepKeys keys from ForEachKeyStep: a task's key range cut at the
+//           multiples of kStepKeys; keys a query vector does not see score -inf (an exact 0
+//           after Exp);
 //   softmax per step: if a visible score exceeds the running maximum m by more than
 //           kMaxLag, m becomes the step's largest visible score and l and o are multiplied
 //           by ExpSoftmax(m_old - m_new); then p_j = ExpSoftmax(s_j - m) (m = 0 before any
 //           visible key);
-//   sums    l is kept per key position j < kStepKeys of the steps, l_j += p_j, and summed
+//   sums    l is kept per key index j < kStepKeys within the steps, l_j += p_j, and summed
 //           at the end by SumStepSums; o[d] = FMA(p_j, v_j[d], o[d]) for the step's keys in
 //           ascending order.
-
-constexpr int Log2Lanes(size_t n) {
-    return n <= 1 ? 0 : 1 + Log2Lanes(n / 2);
-}
 
 // Floats per padded head vector: head_dim rounded up to whole vectors.
 HWY_INLINE size_t PaddedHeadDim(int head_dim) {
@@ -92,53 +89,64 @@ HWY_INLINE size_t PaddedHeadDim(int head_dim) {
     return (size_t(head_dim) + N - 1) / N * N;
 }
 
-// The sum of exponentials of a query vector from its per-position sums l16[kStepKeys]
-// (64-byte aligned): the one order every kernel uses.
-HWY_INLINE float SumStepSums(const float* HWY_RESTRICT l16) {
+// The sum of exponentials of a query vector from its per-index sums l[kStepKeys] (64-byte
+// aligned): the one order every path uses.
+HWY_INLINE float SumStepSums(const float* HWY_RESTRICT l) {
     const AF df;
     const size_t N = hn::Lanes(df);
     AV sum = hn::Zero(df);
-    for (size_t v = 0; v < kStepKeys; v += N) sum = hn::Add(sum, hn::Load(df, l16 + v));
+    for (size_t v = 0; v < kStepKeys; v += N) sum = hn::Add(sum, hn::Load(df, l + v));
     return ReduceSum(df, sum);
 }
 
-// Chunk c (lanes c*N ..) of a K or V row in float. kChunks != 0: the head is exactly
-// kChunks vectors; 0: any size (a partial last chunk is read without overrun, zero-padded).
-template <bool kF16, size_t kChunks>
-HWY_INLINE AV LoadKvChunk(const uint8_t* HWY_RESTRICT row, size_t c, size_t hd) {
-    const AF df;
-    const size_t N = hn::Lanes(df);
+// N consecutive elements of the cache (F16 bits or F32) or of a float scratch in float.
+HWY_INLINE AV LoadKv(const uint16_t* HWY_RESTRICT p) {
+    return F32FromF16Bits(AF(), hn::LoadU(hn::Rebind<uint16_t, AF>(), p));
+}
+HWY_INLINE AV LoadKv(const float* HWY_RESTRICT p) {
+    return hn::LoadU(AF(), p);
+}
+
+// One element of the cache in float.
+HWY_INLINE float KvToFloat(uint16_t h) {
+    return fp16_to_fp32(h);
+}
+HWY_INLINE float KvToFloat(float f) {
+    return f;
+}
+
+// Chunk c (lanes c*N ..) of a V row in float. kChunks != 0: the head is exactly kChunks
+// vectors; 0: any size (a partial last chunk is read without overrun, zero-padded).
+template <class T, size_t kChunks>
+HWY_INLINE AV LoadVChunk(const T* HWY_RESTRICT row, size_t c, size_t hd) {
+    const size_t N = hn::Lanes(AF());
     const size_t i = c * N;
-    if constexpr (kF16) {
+    if (kChunks != 0 || i + N <= hd) return LoadKv(row + i);
+    if constexpr (sizeof(T) == 2) {
         const hn::Rebind<uint16_t, AF> du16;
-        const auto* h = reinterpret_cast<const uint16_t*>(row) + i;
-        if (kChunks != 0 || i + N <= hd) return F32FromF16Bits(df, hn::LoadU(du16, h));
-        return F32FromF16Bits(df, LoadTail(du16, h, hd - i));
+        return F32FromF16Bits(AF(), LoadTail(du16, row + i, hd - i));
     } else {
-        const auto* f = reinterpret_cast<const float*>(row) + i;
-        if (kChunks != 0 || i + N <= hd) return hn::LoadU(df, f);
-        return LoadTail(df, f, hd - i);
+        return LoadTail(AF(), row + i, hd - i);
     }
 }
 
-// Rows [0, n) at src (row_bytes apart) in float into dst[j * hd_pad + d]; the padding
-// columns and the rows n .. kStepKeys are zero. kChunks as for LoadKvChunk.
-template <bool kF16, size_t kChunks>
-HWY_INLINE void ConvertKvRows(const uint8_t* HWY_RESTRICT src, size_t row_bytes, int n, size_t hd,
-                              size_t hd_pad, float* HWY_RESTRICT dst) {
-    const AF df;
-    const size_t N = hn::Lanes(df);
-    const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
-    for (int j = 0; j < n; ++j, src += row_bytes, dst += hd_pad)
-        for (size_t c = 0; c < n_chunks; ++c)
-            hn::Store(LoadKvChunk<kF16, kChunks>(src, c, hd), df, dst + c * N);
-    for (int j = n; j < int(kStepKeys); ++j, dst += hd_pad)
-        for (size_t c = 0; c < n_chunks; ++c) hn::Store(hn::Zero(df), df, dst + c * N);
-}
+// One step of keys as the kernel reads them: n keys at positions pos0 .. pos0 + n - 1.
+// K is stored transposed in a block (ops.h): dimension d of key j is at k[j] + d * k_stride
+// elements. V rows are contiguous: v[j] is the row of key j. `aligned`: every run of N keys
+// from index 0 lies in one block, so that k[v * N] .. + N - 1 are N consecutive elements.
+template <class T>
+struct KeyStep {
+    int32_t pos0 = 0;
+    int n = 0;
+    bool aligned = false;
+    size_t k_stride = 0;
+    const T* k[kStepKeys];
+    const T* v[kStepKeys];
+};
 
-// Starts loading the K and V rows of one kv head of a block (software prefetch): a block's
-// rows are contiguous but blocks are far apart, so the hardware prefetcher only finds each
-// block after some misses.
+// Starts loading the K and V of one kv head of a block (software prefetch): a block's rows
+// are contiguous but blocks are far apart, so the hardware prefetcher only finds each block
+// after some misses.
 HWY_INLINE void PrefetchKvBlock(const ops::KvLayerView& kv, int32_t block, int head) {
     const size_t at = size_t(block) * kv.block_stride + size_t(head) * kv.head_stride;
     const size_t bytes =
@@ -149,26 +157,41 @@ HWY_INLINE void PrefetchKvBlock(const ops::KvLayerView& kv, int32_t block, int h
     }
 }
 
-// Calls step(k_rows, v_rows, n, pos0) for the keys [k0, end) of kv head `head` in runs of
-// n <= kStepKeys consecutive keys of one block, starting at position pos0.
-template <class Step>
+// Calls step(const KeyStep<T>&) for the keys [k0, end) of kv head `head` (T: uint16_t for an
+// F16 cache, float for F32), cut at the multiples of kStepKeys.
+template <class T, class Step>
 HWY_INLINE void ForEachKeyStep(const ops::KvLayerView& kv, int head, const int32_t* block_table,
-                               int32_t k0, int32_t end, size_t row_bytes, const Step& step) {
-    constexpr int32_t kPrefetchBlocks = 3;
-    const int bs = kv.block_size;
-    for (int32_t b = k0 / bs + 1; b < k0 / bs + kPrefetchBlocks && b * bs < end; ++b)
-        PrefetchKvBlock(kv, block_table[b], head);
-    for (int32_t b0 = k0 / bs * bs; b0 < end; b0 += bs) {
-        const int32_t ahead = b0 + kPrefetchBlocks * bs;
-        if (ahead < end) PrefetchKvBlock(kv, block_table[ahead / bs], head);
-        const size_t at =
-            size_t(block_table[b0 / bs]) * kv.block_stride + size_t(head) * kv.head_stride;
-        const int s_end = std::min(end, b0 + bs) - b0;
-        for (int s0 = std::max(k0, b0) - b0; s0 < s_end; s0 += int(kStepKeys)) {
-            const int n = std::min(int(kStepKeys), s_end - s0);
-            step(kv.k + at + size_t(s0) * row_bytes, kv.v + at + size_t(s0) * row_bytes, n,
-                 b0 + s0);
+                               int32_t k0, int32_t end, const Step& step) {
+    constexpr int32_t kPrefetchKeys = 2 * int32_t(kStepKeys);  // two steps ahead
+    const int32_t bs = kv.block_size;
+    const size_t N = hn::Lanes(AF());
+    const size_t hd = size_t(kv.head_dim);
+    const auto block_base = [&](const uint8_t* base, int32_t b) {
+        return base + size_t(block_table[b]) * kv.block_stride + size_t(head) * kv.head_stride;
+    };
+    const int32_t last_block = (end - 1) / bs;
+    // Blocks < prefetched are requested; the first step's are about to be read anyway.
+    int32_t prefetched =
+        (std::min(end, (k0 / int32_t(kStepKeys) + 1) * int32_t(kStepKeys)) - 1) / bs + 1;
+    KeyStep<T> st;
+    st.k_stride = size_t(bs);
+    st.aligned = bs % int32_t(N) == 0 && k0 % int32_t(N) == 0;
+    for (int32_t s0 = k0; s0 < end; s0 = (s0 / int32_t(kStepKeys) + 1) * int32_t(kStepKeys)) {
+        const int32_t s1 = std::min(end, (s0 / int32_t(kStepKeys) + 1) * int32_t(kStepKeys));
+        for (; prefetched <= std::min(last_block, (s1 - 1 + kPrefetchKeys) / bs); ++prefetched)
+            PrefetchKvBlock(kv, block_table[prefetched], head);
+        st.pos0 = s0;
+        st.n = int(s1 - s0);
+        for (int32_t p = s0; p < s1;) {  // runs of keys within one block
+            const int32_t b = p / bs, run_end = std::min(s1, (b + 1) * bs);
+            const T* kb = reinterpret_cast<const T*>(block_base(kv.k, b)) + (p - b * bs);
+            const T* vb = reinterpret_cast<const T*>(block_base(kv.v, b)) + size_t(p - b * bs) * hd;
+            for (int j = int(p - s0); p < run_end; ++p, ++j, ++kb, vb += hd) {
+                st.k[j] = kb;
+                st.v[j] = vb;
+            }
         }
+        step(st);
     }
 }
 

@@ -140,9 +140,12 @@ int64_t argmax(const float* x, int64_t n);
 
 // ---- Attention over the paged KV cache --------------------------------------------------
 
-// One layer of the paged KV cache as the attention kernel sees it. The K vector of (physical
-// block b, kv head h, slot s) starts at k + b * block_stride + h * head_stride +
-// s * head_dim * elem_size; V likewise from v.
+// One layer of the paged KV cache as the attention kernel sees it. Within a block a kv head's
+// K is stored transposed, V by rows: for (physical block b, kv head h, slot s), element d of
+//   K is at k + b * block_stride + h * head_stride + (d * block_size + s) * elem_size,
+//   V is at v + b * block_stride + h * head_stride + (s * head_dim + d) * elem_size.
+// (Dimension d of consecutive keys is contiguous: the kernel multiplies a query element into
+// a vector of keys, one FMA chain per key and no horizontal sums.)
 struct KvLayerView {
     DType type = DType::F16;  // F16 or F32
     uint8_t* k = nullptr;

@@ -142,6 +142,7 @@ float kv_load(DType type, const uint8_t* base, int64_t i) {
 }
 
 namespace {
+// The V row of position pos of kv head `head`.
 uint8_t* kv_vec(const KvLayerView& kv, uint8_t* base, const int32_t* block_table, int32_t pos,
                 int head) {
     const size_t elem = kv.type == DType::F16 ? 2 : 4;
@@ -151,14 +152,25 @@ uint8_t* kv_vec(const KvLayerView& kv, uint8_t* base, const int32_t* block_table
            size_t(slot) * size_t(kv.head_dim) * elem;
 }
 
-void store_vec(DType type, uint8_t* dst, const float* src, int n) {
-    if (type == DType::F16) {
-        for (int i = 0; i < n; ++i) {
+// The K vector of position pos of kv head `head`: element d at the result + d * block_size
+// elements (stored transposed within the block).
+uint8_t* kv_key(const KvLayerView& kv, const int32_t* block_table, int32_t pos, int head) {
+    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    const int32_t block = block_table[pos / kv.block_size];
+    const int slot = pos % kv.block_size;
+    return kv.k + size_t(block) * kv.block_stride + size_t(head) * kv.head_stride +
+           size_t(slot) * elem;
+}
+
+// dst[i * stride] = src[i] in `type` (stride in elements).
+void store_vec(DType type, uint8_t* dst, const float* src, int n, size_t stride) {
+    for (int i = 0; i < n; ++i) {
+        if (type == DType::F16) {
             const uint16_t h = fp32_to_fp16(src[i]);
-            std::memcpy(dst + 2 * i, &h, 2);
+            std::memcpy(dst + 2 * size_t(i) * stride, &h, 2);
+        } else {
+            std::memcpy(dst + 4 * size_t(i) * stride, src + i, 4);
         }
-    } else {
-        std::memcpy(dst, src, size_t(n) * 4);
     }
 }
 }  // namespace
@@ -169,10 +181,10 @@ void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* 
     const int row = kv.n_kv_head * kv.head_dim;
     for (int64_t r = 0; r < n; ++r)
         for (int h = 0; h < kv.n_kv_head; ++h) {
-            store_vec(kv.type, kv_vec(kv, kv.k, block_table, pos[r], h),
-                      k + r * row + h * kv.head_dim, kv.head_dim);
+            store_vec(kv.type, kv_key(kv, block_table, pos[r], h), k + r * row + h * kv.head_dim,
+                      kv.head_dim, size_t(kv.block_size));
             store_vec(kv.type, kv_vec(kv, kv.v, block_table, pos[r], h),
-                      v + r * row + h * kv.head_dim, kv.head_dim);
+                      v + r * row + h * kv.head_dim, kv.head_dim, 1);
         }
 }
 
@@ -191,9 +203,10 @@ void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int 
                 const int kvh = h / group;
                 const float* q = sq.q + (size_t(r) * n_head + h) * d;
                 for (int p = 0; p < n_ctx; ++p) {
-                    const uint8_t* kp = kv_vec(kv, kv.k, sq.block_table, p, kvh);
+                    const uint8_t* kp = kv_key(kv, sq.block_table, p, kvh);
                     float dot = 0.0f;
-                    for (int i = 0; i < d; ++i) dot += q[i] * kv_load(kv.type, kp, i);
+                    for (int i = 0; i < d; ++i)
+                        dot += q[i] * kv_load(kv.type, kp, int64_t(i) * kv.block_size);
                     scores[p] = dot * scale;
                 }
                 softmax(scores.data(), n_ctx);

@@ -1,13 +1,16 @@
 // The bytes of the paged KV cache: one buffer holding n_blocks blocks of block_size token
 // slots, each with K and V for every layer.
 //
-// Layout, block-major: [block][layer][K | V][kv_head][slot][head_dim] of `type` (F16 or F32).
+// Layout, block-major: [block][layer][K | V][kv_head][...] of `type` (F16 or F32), where a
+// kv head's K is [head_dim][slot] (transposed: the attention kernel reads dimension d of
+// consecutive keys as one vector) and its V is [slot][head_dim].
 // One physical block is one contiguous range of bytes_per_block() bytes, so copy-on-write of a
 // block is one memcpy and a block's bytes stay together in memory for the attention kernel.
 // layer_view() hands the attention kernel (kernels/ops.h) exactly this addressing:
-//   K of (block b, kv head h, slot s) of layer l =
-//     base + b * bytes_per_block + (2 * l) * half + h * head_stride + s * head_dim * elem
-//   V likewise with (2 * l + 1) * half, where half = n_kv_head * head_stride and
+//   element d of K of (block b, kv head h, slot s) of layer l =
+//     base + b * bytes_per_block + (2 * l) * half + h * head_stride + (d * block_size + s) * elem
+//   of V: base + b * bytes_per_block + (2 * l + 1) * half + h * head_stride
+//     + (s * head_dim + d) * elem, where half = n_kv_head * head_stride and
 //   head_stride = block_size * head_dim * elem.
 //
 // The buffer is zero-initialised lazily by the OS (calloc): pages are only resident once a

@@ -232,9 +232,9 @@ TEST(Attention, SharedPrefixEqualsPlainAttention) {
     }
 }
 
-// A query row's output is bit-identical however it is computed: decoded alone (the tree
-// kernel), as a row of a prefill or of a prefill chunk of any size (tiles of 1 to 64 query
-// vectors, GQA groups split across tiles, the tree or the lanes kernel), beside other
+// A query row's output is bit-identical however it is computed: decoded alone (one tile read
+// from the cache), as a row of a prefill or of a prefill chunk of any size (tasks of 1 to 64
+// query vectors, GQA groups split across tiles, K and V through the float copy), beside other
 // sequences, through a shared prefix (rows of several sequences in one task), with or
 // without threads; for F16 and F32 caches, head sizes of whole and partial vectors, and
 // blocks that do and do not divide the key chunks.

@@ -103,11 +103,13 @@ void check_layout(DType type) {
             const size_t block = size_t(block_table[size_t(p / view.block_size)]);
             const size_t slot = size_t(p % view.block_size);
             for (int h = 0; h < view.n_kv_head; ++h) {
-                const size_t offset = block * view.block_stride + size_t(h) * view.head_stride +
-                                      slot * size_t(view.head_dim) * elem;
+                const size_t head = block * view.block_stride + size_t(h) * view.head_stride;
                 for (int d = 0; d < view.head_dim; ++d) {
-                    write(view.k + offset + size_t(d) * elem, value(layer, 0, p, h, d));
-                    write(view.v + offset + size_t(d) * elem, value(layer, 1, p, h, d));
+                    // K transposed within the block, V by rows (ops::KvLayerView).
+                    write(view.k + head + (size_t(d) * size_t(view.block_size) + slot) * elem,
+                          value(layer, 0, p, h, d));
+                    write(view.v + head + (slot * size_t(view.head_dim) + size_t(d)) * elem,
+                          value(layer, 1, p, h, d));
                 }
             }
         }
@@ -119,13 +121,12 @@ void check_layout(DType type) {
             for (int kvi = 0; kvi < 2; ++kvi)
                 for (int h = 0; h < g.n_kv_head; ++h)
                     for (int d = 0; d < g.head_dim; ++d) {
+                        const size_t head_base =
+                            ((size_t(layer) * 2 + size_t(kvi)) * size_t(g.n_kv_head) + size_t(h)) *
+                            size_t(g.block_size) * size_t(g.head_dim);
                         const size_t index =
-                            ((((size_t(layer) * 2 + size_t(kvi)) * size_t(g.n_kv_head) +
-                               size_t(h)) *
-                                  size_t(g.block_size) +
-                              size_t(slot)) *
-                                 size_t(g.head_dim) +
-                             size_t(d));
+                            head_base + (kvi == 0 ? size_t(d) * size_t(g.block_size) + size_t(slot)
+                                                  : size_t(slot) * size_t(g.head_dim) + size_t(d));
                         ASSERT_EQ(read(block + index * elem), value(layer, kvi, p, h, d))
                             << "pos " << p << " layer " << layer << " kv " << kvi;
                     }

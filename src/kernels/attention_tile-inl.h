@@ -1,0 +1,290 @@
+// The attention kernel: a task's query vectors in tiles of up to kTileQ over its keys in steps
+// of kStepKeys, keys in lanes. Per step and tile:
+//   scores  s[i][j] = q_i . k_j as one FMA chain per key over the head dimensions: K is stored
+//           transposed in the cache (dimension d of N consecutive keys is one vector), each
+//           element of a query vector is broadcast and multiplied into the key vectors of the
+//           step, a register tile of kQ query vectors x up to kScoreVecs key vectors;
+//   softmax one Exp per key vector and query vector; the running maximum is only updated (and
+//           the output rescaled) when a score exceeds it by more than kMaxLag;
+//   values  o[i] += sum_j p[i][j] v_j with the head dimension in lanes, a register tile of kQ
+//           query vectors x up to 4 chunks of the head, p broadcast from memory.
+// A task with one tile (decode: the query vectors of a GQA group) reads K and V straight from
+// the cache; with more (prefill, shared prefixes) each step's K and V are first converted to
+// float once for all tiles. Both compute the canonical arithmetic of attention_common-inl.h.
+#if defined(TROUPE_KERNELS_ATTENTION_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TROUPE_KERNELS_ATTENTION_TILE_INL_H_
+#undef TROUPE_KERNELS_ATTENTION_TILE_INL_H_
+#else
+#define TROUPE_KERNELS_ATTENTION_TILE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "hwy/highway.h"
+#include "kernels/attention_common-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace troupe::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+#if HWY_TARGET != HWY_SCALAR
+
+// Query vectors per tile, and key vectors (of N keys) per score tile: 6 x 4 accumulators of
+// the 32 registers, or 2 x 4 of 16.
+constexpr int kTileQ = kFewRegisters ? 2 : 6;
+constexpr size_t kScoreVecs = kStepVecs < 4 ? kStepVecs : 4;
+
+// s[i * kStepKeys + (v0 + v) * N + lane] = scores of kQ query vectors (q: rows hd_pad apart,
+// scaled) and the key vectors v0 .. v0 + kV - 1; dimension d of key vector v at
+// kp[v] + d * stride.
+template <int kQ, size_t kV, class T>
+HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const T* const* kp,
+                          size_t stride, size_t v0, float* HWY_RESTRICT s) {
+    const AF df;
+    const size_t N = hn::Lanes(df);
+    AV acc[kQ][kV];
+    {
+        AV k[kV];
+        for (size_t v = 0; v < kV; ++v) k[v] = LoadKv(kp[v]);
+        for (int i = 0; i < kQ; ++i) {
+            const AV b = hn::Set(df, q[size_t(i) * hd_pad]);
+            for (size_t v = 0; v < kV; ++v) acc[i][v] = hn::Mul(b, k[v]);
+        }
+    }
+    for (size_t d = 1; d < hd; ++d) {
+        AV k[kV];
+        for (size_t v = 0; v < kV; ++v) k[v] = LoadKv(kp[v] + d * stride);
+        for (int i = 0; i < kQ; ++i) {
+            const AV b = hn::Set(df, q[size_t(i) * hd_pad + d]);
+            for (size_t v = 0; v < kV; ++v) acc[i][v] = hn::MulAdd(b, k[v], acc[i][v]);
+        }
+    }
+    for (int i = 0; i < kQ; ++i)
+        for (size_t v = 0; v < kV; ++v)
+            hn::Store(acc[i][v], df, s + size_t(i) * kStepKeys + (v0 + v) * N);
+}
+
+// Scores of kQ query vectors and the first n_vecs key vectors of the step (kt[v]: key vector
+// v, dimensions `stride` elements apart), in register tiles of up to kScoreVecs key vectors.
+template <int kQ, class T>
+HWY_INLINE void Scores(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const T* const* kt,
+                       size_t stride, size_t n_vecs, float* HWY_RESTRICT s) {
+    size_t v0 = 0;
+    for (; v0 + kScoreVecs <= n_vecs; v0 += kScoreVecs)
+        ScoreTile<kQ, kScoreVecs>(q, hd_pad, hd, kt + v0, stride, v0, s);
+    if constexpr (kScoreVecs > 2) {
+        if (v0 + 2 <= n_vecs) {
+            ScoreTile<kQ, 2>(q, hd_pad, hd, kt + v0, stride, v0, s);
+            v0 += 2;
+        }
+    }
+    if (v0 < n_vecs) ScoreTile<kQ, 1>(q, hd_pad, hd, kt + v0, stride, v0, s);
+}
+
+// State of a task's query vectors, in the caller's arrays between steps.
+struct TileState {
+    float* m;  // [nq] running maximum (see kMaxLag)
+    float* l;  // [nq][kStepKeys] per-index sums of exponentials (summed at the end)
+    float* o;  // [nq][hd_pad] unnormalised output
+};
+
+// The online softmax of query vector i over its scores s[kStepKeys] (the first n_vecs key
+// vectors computed; the first `vis` keys visible): updates m, l and (when the maximum moves)
+// o; writes the exponentials to p[kStepKeys].
+HWY_INLINE void SoftmaxRow(const TileState& st, int i, const float* HWY_RESTRICT s, size_t n_vecs,
+                           int vis, size_t hd_pad, float* HWY_RESTRICT p) {
+    const AF df;
+    const size_t N = hn::Lanes(df);
+    const AV neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+    float* l = st.l + size_t(i) * kStepKeys;
+    if (vis <= 0) {  // sees none of the step: p = 0, nothing changes
+        for (size_t v = 0; v < n_vecs; ++v) hn::Store(hn::Zero(df), df, p + v * N);
+        return;
+    }
+    AV sv[kStepVecs];
+    bool lags = false;  // a score beyond the running maximum + kMaxLag
+    const AV limit = hn::Set(df, st.m[i] + kMaxLag);
+    for (size_t v = 0; v < n_vecs; ++v) {
+        sv[v] = hn::Load(df, s + v * N);
+        const int in_vec = vis - int(v * N);
+        if (in_vec < int(N))
+            sv[v] = in_vec <= 0 ? neg_inf
+                                : hn::IfThenElse(hn::FirstN(df, size_t(in_vec)), sv[v], neg_inf);
+        lags |= !hn::AllFalse(df, hn::Gt(sv[v], limit));
+    }
+    if (HWY_UNLIKELY(lags)) {
+        AV mx = sv[0];
+        for (size_t v = 1; v < n_vecs; ++v) mx = hn::Max(mx, sv[v]);
+        const float m_new = hn::GetLane(hn::MaxOfLanes(df, mx));
+        const AV alpha = ExpSoftmax(hn::Set(df, st.m[i] - m_new));
+        float* o = st.o + size_t(i) * hd_pad;
+        for (size_t c = 0; c < hd_pad; c += N)
+            hn::StoreU(hn::Mul(hn::LoadU(df, o + c), alpha), df, o + c);
+        for (size_t v = 0; v < kStepKeys; v += N)
+            hn::Store(hn::Mul(hn::Load(df, l + v), alpha), df, l + v);
+        st.m[i] = m_new;
+    }
+    const AV mu = hn::Set(df, st.m[i]);
+    for (size_t v = 0; v < n_vecs; ++v) {
+        const AV pv = ExpSoftmax(hn::Sub(sv[v], mu));
+        hn::Store(pv, df, p + v * N);
+        hn::Store(hn::Add(hn::Load(df, l + v * N), pv), df, l + v * N);
+    }
+}
+
+// o[i][(c0 + c) * N ..] += sum_{j < n} p[i][j] v_j for kQ query vectors and kCS chunks.
+template <int kQ, size_t kCS, size_t kChunks, class T>
+HWY_INLINE void ValuesTile(const float* HWY_RESTRICT p, const T* const* vrows, size_t hd, int n,
+                           size_t c0, float* HWY_RESTRICT o, size_t hd_pad) {
+    const AF df;
+    const size_t N = hn::Lanes(df);
+    AV acc[kQ][kCS];
+    for (int i = 0; i < kQ; ++i)
+        for (size_t c = 0; c < kCS; ++c)
+            acc[i][c] = hn::LoadU(df, o + size_t(i) * hd_pad + (c0 + c) * N);
+    for (int j = 0; j < n; ++j) {
+        AV v[kCS];
+        for (size_t c = 0; c < kCS; ++c) v[c] = LoadVChunk<T, kChunks>(vrows[j], c0 + c, hd);
+        for (int i = 0; i < kQ; ++i) {
+            const AV pb = hn::Set(df, p[size_t(i) * kStepKeys + size_t(j)]);
+            for (size_t c = 0; c < kCS; ++c) acc[i][c] = hn::MulAdd(pb, v[c], acc[i][c]);
+        }
+    }
+    for (int i = 0; i < kQ; ++i)
+        for (size_t c = 0; c < kCS; ++c)
+            hn::StoreU(acc[i][c], df, o + size_t(i) * hd_pad + (c0 + c) * N);
+}
+
+// One tile of kQ query vectors over one step: K vectors kt (see Scores), V rows vrows.
+template <int kQ, size_t kChunks, class T>
+HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const TileState& st,
+                         int i0, const T* const* kt, size_t stride, const T* const* vrows, int n,
+                         int32_t pos0, size_t hd, size_t hd_pad, float* HWY_RESTRICT s,
+                         float* HWY_RESTRICT p) {
+    const size_t N = hn::Lanes(AF());
+    int vis[kQ];
+    int max_vis = 0;
+    for (int i = 0; i < kQ; ++i) {
+        vis[i] = std::min(n, int(qpos[i0 + i] - pos0 + 1));
+        max_vis = std::max(max_vis, vis[i]);
+    }
+    if (max_vis <= 0) return;  // the whole step is in the tile's future
+    const size_t n_vecs = (size_t(max_vis) + N - 1) / N;
+    Scores<kQ>(q + size_t(i0) * hd_pad, hd_pad, hd, kt, stride, n_vecs, s);
+    for (int i = 0; i < kQ; ++i)
+        SoftmaxRow(st, i0 + i, s + size_t(i) * kStepKeys, n_vecs, vis[i], hd_pad,
+                   p + size_t(i) * kStepKeys);
+    const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
+    float* o = st.o + size_t(i0) * hd_pad;
+    size_t c0 = 0;
+    for (; c0 + 4 <= n_chunks; c0 += 4)
+        ValuesTile<kQ, 4, kChunks>(p, vrows, hd, max_vis, c0, o, hd_pad);
+    for (; c0 < n_chunks; ++c0) ValuesTile<kQ, 1, kChunks>(p, vrows, hd, max_vis, c0, o, hd_pad);
+}
+
+// Every tile of the task over one step; tiles as even as possible.
+template <size_t kChunks, class T>
+HWY_INLINE void AllTilesStep(const float* q, const int32_t* qpos, int nq, const TileState& st,
+                             const T* const* kt, size_t stride, const T* const* vrows, int n,
+                             int32_t pos0, size_t hd, size_t hd_pad, float* s, float* p) {
+    const int n_tiles = (nq + kTileQ - 1) / kTileQ;
+    for (int t = 0, i0 = 0; t < n_tiles; ++t) {
+        const int tile = (nq - i0) / (n_tiles - t);
+        const auto run = [&](auto k) {
+            TileStep<decltype(k)::value, kChunks>(q, qpos, st, i0, kt, stride, vrows, n, pos0, hd,
+                                                  hd_pad, s, p);
+        };
+        if (tile == 1) {
+            run(std::integral_constant<int, 1>());
+        } else if (tile == 2) {
+            run(std::integral_constant<int, 2>());
+        } else if constexpr (kTileQ == 6) {
+            if (tile == 3) {
+                run(std::integral_constant<int, 3>());
+            } else if (tile == 4) {
+                run(std::integral_constant<int, 4>());
+            } else if (tile == 5) {
+                run(std::integral_constant<int, 5>());
+            } else {
+                run(std::integral_constant<int, 6>());
+            }
+        }
+        i0 += tile;
+    }
+}
+
+// Scratch floats of AttendTile for nq query vectors (beyond the scaled queries).
+HWY_INLINE size_t TileScratchFloats(int nq, size_t hd, size_t hd_pad) {
+    return size_t(nq) * kStepKeys            // l
+           + 2 * size_t(kTileQ) * kStepKeys  // s, p
+           + hd * kStepKeys                  // K of a step in float, transposed
+           + kStepKeys * hd_pad              // V of a step in float
+           + 16;
+}
+
+// Query vectors qs[i] (scaled, [nq][hd_pad]) at positions qpos[i] over the keys [k0, end) of
+// kv head `head`; states m[i], l[i], o[i][hd_pad] updated in place. scratch: 64-byte aligned,
+// TileScratchFloats floats. T: uint16_t (F16 cache) or float (F32).
+template <size_t kChunks, class T>
+HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t* block_table,
+                             int32_t k0, int32_t end, const float* qs, const int32_t* qpos, int nq,
+                             float* m, float* l, float* o, float* scratch) {
+    const AF df;
+    const size_t N = hn::Lanes(df);
+    const size_t hd = size_t(kv.head_dim);
+    const size_t hd_pad = PaddedHeadDim(kv.head_dim);
+    float* lsum = scratch;
+    float* s = lsum + size_t(nq) * kStepKeys;
+    float* p = s + size_t(kTileQ) * kStepKeys;
+    float* kf = p + size_t(kTileQ) * kStepKeys;  // [hd][kStepKeys]
+    float* vf = kf + hd * kStepKeys;             // [kStepKeys][hd_pad]
+    for (int i = 0; i < nq; ++i) {
+        float* li = lsum + size_t(i) * kStepKeys;
+        std::fill(li, li + kStepKeys, 0.0f);
+        li[0] = l[i];
+    }
+    const TileState st{m, lsum, o};
+    ForEachKeyStep<T>(kv, head, block_table, k0, end, [&](const KeyStep<T>& ks) {
+        if (nq <= kTileQ && ks.aligned) {  // one tile: straight from the cache
+            const T* kt[kStepVecs];
+            for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = ks.k[v * N];
+            AllTilesStep<kChunks>(qs, qpos, nq, st, kt, ks.k_stride, ks.v, ks.n, ks.pos0, hd,
+                                  hd_pad, s, p);
+            return;
+        }
+        // Several tiles: K and V of the step in float once for all of them.
+        const size_t n_vecs = (size_t(ks.n) + N - 1) / N;
+        if (ks.aligned) {
+            for (size_t v = 0; v < n_vecs; ++v)
+                for (size_t d = 0; d < hd; ++d)
+                    hn::Store(LoadKv(ks.k[v * N] + d * ks.k_stride), df,
+                              kf + d * kStepKeys + v * N);
+        } else {
+            for (int j = 0; j < ks.n; ++j)
+                for (size_t d = 0; d < hd; ++d)
+                    kf[d * kStepKeys + size_t(j)] = KvToFloat(ks.k[j][d * ks.k_stride]);
+        }
+        const float* kt[kStepVecs];
+        for (size_t v = 0; v < n_vecs; ++v) kt[v] = kf + v * N;
+        const float* vrows[kStepKeys];
+        const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
+        for (int j = 0; j < ks.n; ++j) {
+            float* row = vf + size_t(j) * hd_pad;
+            for (size_t c = 0; c < n_chunks; ++c)
+                hn::Store(LoadVChunk<T, kChunks>(ks.v[j], c, hd), df, row + c * N);
+            vrows[j] = row;
+        }
+        AllTilesStep<kChunks>(qs, qpos, nq, st, kt, kStepKeys, vrows, ks.n, ks.pos0, hd, hd_pad, s,
+                              p);
+    });
+    for (int i = 0; i < nq; ++i) l[i] = SumStepSums(lsum + size_t(i) * kStepKeys);
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+}  // namespace troupe::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard (per target)
