@@ -134,6 +134,17 @@ void index_merges(AttentionPlan& plan) {
         plan.merge_slots[size_t(fill[size_t(plan.task_qids[slot])]++)] = int(slot);
 }
 
+// Long prefills (rows of a sequence with no prefix shared in the batch) run as whole tasks:
+// enough rows for the threads to share, and few enough chunks for the states to stay in the
+// thread's scratch.
+constexpr int kWholeMinRows = 64;
+constexpr int kWholeMaxChunks = 32;
+
+bool whole_rows(const AttentionSeq& sq, int32_t private_start, int32_t k1, int32_t chunk) {
+    return private_start == 0 && sq.n_q >= kWholeMinRows &&
+           (k1 + chunk - 1) / chunk <= kWholeMaxChunks;
+}
+
 void check_attention_args(const KvLayerView& kv, int n_head) {
     TROUPE_CHECK(kv.type == DType::F16 || kv.type == DType::F32);
     TROUPE_CHECK(kv.n_kv_head > 0 && n_head % kv.n_kv_head == 0);
@@ -145,64 +156,97 @@ size_t state_floats(const KvLayerView& kv) {
     return (2 + HWY_DYNAMIC_DISPATCH(AttnPaddedHeadDim)(kv.head_dim) + 15) / 16 * 16;
 }
 
-// One task: its query vectors over its key range, states written to its slots.
+// out[hd] = the log-sum-exp merge of the states at(0) .. at(n - 1) (m, l, o[hd] each) in
+// key order: the one arithmetic every path uses, so that results do not depend on the task
+// split.
+template <class StateAt>
+void merge_states(int n, const StateAt& at, int hd, float* out) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < n; ++i) m = std::max(m, at(i)[0]);
+    float l = 0.0f;
+    std::fill(out, out + hd, 0.0f);
+    for (int i = 0; i < n; ++i) {
+        const float* st = at(i);
+        if (st[1] == 0.0f) continue;  // no visible key in that range
+        const float w = std::exp(st[0] - m);
+        l += st[1] * w;
+        for (int d = 0; d < hd; ++d) out[d] += st[2 + d] * w;
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int d = 0; d < hd; ++d) out[d] *= inv;
+}
+
+float* output_of(const AttentionPlan& plan, int qid, int hd) {
+    const AttentionPlan::QVec& qv = plan.qvecs[size_t(qid)];
+    return plan.seqs[qv.seq].out +
+           (size_t(qv.row) * size_t(plan.n_head) + size_t(qv.head)) * size_t(hd);
+}
+
+// One task: its query vectors over its key range. A plain task writes one state per query
+// vector to its slots; a whole task runs chunk by chunk into its own scratch and merges.
 void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
               const AttentionPlan::Task& t, float scale, float* states) {
     const int nq = t.slot1 - t.slot0;
+    const int* qids = (t.whole ? plan.whole_qids.data() : plan.task_qids.data()) + t.slot0;
     const size_t hd_pad = HWY_DYNAMIC_DISPATCH(AttnPaddedHeadDim)(kv.head_dim);
     const size_t scratch_floats = HWY_DYNAMIC_DISPATCH(AttnScratchFloats)(kv, kMaxTaskQVecs);
     const size_t sf = state_floats(kv);
+    const int32_t chunk = t.whole ? key_chunk(kv.block_size) : t.k1 - t.k0;
+    const int n_chunks = t.whole ? (t.k1 - t.k0 + chunk - 1) / chunk : 1;
     const float* q[kMaxTaskQVecs];
     int32_t qpos[kMaxTaskQVecs];
     float m[kMaxTaskQVecs], l[kMaxTaskQVecs];
     for (int i = 0; i < nq; ++i) {
-        const AttentionPlan::QVec& qv = plan.qvecs[size_t(plan.task_qids[size_t(t.slot0 + i)])];
+        const AttentionPlan::QVec& qv = plan.qvecs[size_t(qids[i])];
         const AttentionSeq& sq = plan.seqs[qv.seq];
         q[i] =
             sq.q + (size_t(qv.row) * size_t(plan.n_head) + size_t(qv.head)) * size_t(kv.head_dim);
         qpos[i] = sq.first_pos + qv.row;
-        m[i] = -std::numeric_limits<float>::infinity();
-        l[i] = 0.0f;
     }
-    // The kernel keeps o contiguous per query vector; states interleave m, l, o.
-    auto* scratch = static_cast<float*>(
-        r.thread_scratch((scratch_floats + size_t(nq) * hd_pad) * sizeof(float)));
+    // The kernel keeps o contiguous per query vector; states interleave m, l, o. A whole
+    // task's states: [n_chunks][nq] after the kernel's scratch and o.
+    auto* scratch = static_cast<float*>(r.thread_scratch(
+        (scratch_floats + size_t(nq) * hd_pad + (t.whole ? size_t(n_chunks * nq) * sf : 0)) *
+        sizeof(float)));
     float* o = scratch + scratch_floats;
-    std::fill(o, o + size_t(nq) * hd_pad, 0.0f);
-    HWY_DYNAMIC_DISPATCH(AttnRange)
-    (kv, t.kv_head, t.block_table, t.k0, t.k1, q, qpos, nq, scale, m, l, o, scratch);
-    for (int i = 0; i < nq; ++i) {
-        float* st = states + size_t(t.slot0 + i) * sf;
-        st[0] = m[i];
-        st[1] = l[i];
-        std::copy(o + size_t(i) * hd_pad, o + size_t(i) * hd_pad + size_t(kv.head_dim), st + 2);
+    float* own = o + size_t(nq) * hd_pad;
+    for (int c = 0; c < n_chunks; ++c) {
+        const int32_t c0 = t.k0 + c * chunk, c1 = std::min(t.k1, c0 + chunk);
+        for (int i = 0; i < nq; ++i) {
+            m[i] = -std::numeric_limits<float>::infinity();
+            l[i] = 0.0f;
+        }
+        std::fill(o, o + size_t(nq) * hd_pad, 0.0f);
+        HWY_DYNAMIC_DISPATCH(AttnRange)
+        (kv, t.kv_head, t.block_table, c0, c1, q, qpos, nq, scale, m, l, o, scratch);
+        float* dst = t.whole ? own + size_t(c) * size_t(nq) * sf : states + size_t(t.slot0) * sf;
+        for (int i = 0; i < nq; ++i) {
+            float* st = dst + size_t(i) * sf;
+            st[0] = m[i];
+            st[1] = l[i];
+            std::copy(o + size_t(i) * hd_pad, o + size_t(i) * hd_pad + size_t(kv.head_dim), st + 2);
+        }
     }
+    if (!t.whole) return;
+    // A query vector sees no key of the chunks past its position: those states are empty
+    // (l = 0), as the plain tasks of the same chunks would give.
+    for (int i = 0; i < nq; ++i)
+        merge_states(
+            n_chunks, [&](int c) { return own + (size_t(c) * size_t(nq) + size_t(i)) * sf; },
+            kv.head_dim, output_of(plan, qids[i], kv.head_dim));
 }
 
-// Merges the partial states of query vectors [q0, q1) in key order: out = o / l.
+// Merges the partial states of query vectors [q0, q1) in key order: out = o / l. Query
+// vectors without slots belong to whole tasks, which wrote their outputs.
 void merge(const KvLayerView& kv, const AttentionPlan& plan, const float* states, int64_t q0,
            int64_t q1) {
-    const int hd = kv.head_dim;
     const size_t sf = state_floats(kv);
     for (int64_t qid = q0; qid < q1; ++qid) {
-        const AttentionPlan::QVec& qv = plan.qvecs[size_t(qid)];
-        float* out = plan.seqs[qv.seq].out +
-                     (size_t(qv.row) * size_t(plan.n_head) + size_t(qv.head)) * size_t(hd);
         const int s0 = plan.merge_begin[size_t(qid)], s1 = plan.merge_begin[size_t(qid) + 1];
-        float m = -std::numeric_limits<float>::infinity();
-        for (int i = s0; i < s1; ++i)
-            m = std::max(m, states[size_t(plan.merge_slots[size_t(i)]) * sf]);
-        float l = 0.0f;
-        std::fill(out, out + hd, 0.0f);
-        for (int i = s0; i < s1; ++i) {
-            const float* st = states + size_t(plan.merge_slots[size_t(i)]) * sf;
-            if (st[1] == 0.0f) continue;  // no visible key in that range
-            const float w = std::exp(st[0] - m);
-            l += st[1] * w;
-            for (int d = 0; d < hd; ++d) out[d] += st[2 + d] * w;
-        }
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int d = 0; d < hd; ++d) out[d] *= inv;
+        if (s0 == s1) continue;
+        merge_states(
+            s1 - s0, [&](int i) { return states + size_t(plan.merge_slots[size_t(s0 + i)]) * sf; },
+            kv.head_dim, output_of(plan, int(qid), kv.head_dim));
     }
 }
 
@@ -242,6 +286,7 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
     plan.n_head = n_head;
     plan.qvecs.clear();
     plan.task_qids.clear();
+    plan.whole_qids.clear();
     plan.tasks.clear();
     const int group = n_head / kv.n_kv_head;
     const int32_t chunk = key_chunk(kv.block_size);
@@ -281,8 +326,21 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                 for (int r = r0; r < r1; ++r)
                     for (int j = 0; j < group; ++j)
                         qids.push_back(qbase[size_t(s)] + r * n_head + h * group + j);
-                add_tasks(plan, qids, h, sq.block_table, private_start[size_t(s)],
-                          sq.first_pos + r1, chunk);
+                const int32_t k1 = sq.first_pos + r1;
+                if (whole_rows(sq, private_start[size_t(s)], k1, chunk)) {
+                    AttentionPlan::Task t;
+                    t.kv_head = h;
+                    t.block_table = sq.block_table;
+                    t.k0 = 0;
+                    t.k1 = k1;
+                    t.slot0 = int(plan.whole_qids.size());
+                    plan.whole_qids.insert(plan.whole_qids.end(), qids.begin(), qids.end());
+                    t.slot1 = int(plan.whole_qids.size());
+                    t.whole = true;
+                    plan.tasks.push_back(t);
+                } else {
+                    add_tasks(plan, qids, h, sq.block_table, private_start[size_t(s)], k1, chunk);
+                }
             }
         }
     }

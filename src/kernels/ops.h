@@ -225,6 +225,11 @@ struct AttentionPlan {
         const int32_t* block_table = nullptr;
         int32_t k0 = 0, k1 = 0;    // key positions
         int slot0 = 0, slot1 = 0;  // state slots [slot0, slot1): task_qids
+        // A whole task reads every key chunk of [k0, k1) itself, merges its query vectors'
+        // chunk states in its own scratch and writes their outputs: [slot0, slot1) index
+        // whole_qids, and the merge step skips them (a long prefill's states never leave the
+        // thread's cache).
+        bool whole = false;
     };
     struct QVec {  // a query vector: row `row` of sequence `seq`, head `head`
         int seq, row, head;
@@ -232,8 +237,9 @@ struct AttentionPlan {
     const AttentionSeq* seqs = nullptr;  // the caller's, [n_seqs]; must outlive the plan's use
     int n_seqs = 0;
     int n_head = 0;
-    std::vector<QVec> qvecs;     // by qid
-    std::vector<int> task_qids;  // state slot -> qid
+    std::vector<QVec> qvecs;      // by qid
+    std::vector<int> task_qids;   // state slot -> qid
+    std::vector<int> whole_qids;  // the qids of whole tasks
     std::vector<Task> tasks;
     std::vector<int> merge_begin;  // [qvecs + 1]: the slots of qid q, in key order, are
     std::vector<int> merge_slots;  // merge_slots[merge_begin[q] .. merge_begin[q + 1])
