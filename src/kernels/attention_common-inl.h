@@ -144,16 +144,17 @@ struct KeyStep {
     const T* v[kStepKeys];
 };
 
-// Starts loading the K and V of one kv head of a block (software prefetch): a block's rows
-// are contiguous but blocks are far apart, so the hardware prefetcher only finds each block
-// after some misses.
+// Starts loading the K and V of one kv head of a block into L2 (software prefetch): a
+// block's rows are contiguous but blocks are far apart, so the hardware prefetcher only finds
+// each block after some misses. L2, not L1: a task's queries, outputs and the step's float
+// copy already fill most of L1.
 HWY_INLINE void PrefetchKvBlock(const ops::KvLayerView& kv, int32_t block, int head) {
     const size_t at = size_t(block) * kv.block_stride + size_t(head) * kv.head_stride;
     const size_t bytes =
         size_t(kv.block_size) * size_t(kv.head_dim) * (kv.type == DType::F16 ? 2 : 4);
     for (size_t o = 0; o < bytes; o += 64) {
-        hwy::Prefetch(kv.k + at + o);
-        hwy::Prefetch(kv.v + at + o);
+        __builtin_prefetch(kv.k + at + o, 0, 2);
+        __builtin_prefetch(kv.v + at + o, 0, 2);
     }
 }
 
@@ -170,9 +171,8 @@ HWY_INLINE void ForEachKeyStep(const ops::KvLayerView& kv, int head, const int32
         return base + size_t(block_table[b]) * kv.block_stride + size_t(head) * kv.head_stride;
     };
     const int32_t last_block = (end - 1) / bs;
-    // Blocks < prefetched are requested; the first step's are about to be read anyway.
-    int32_t prefetched =
-        (std::min(end, (k0 / int32_t(kStepKeys) + 1) * int32_t(kStepKeys)) - 1) / bs + 1;
+    int32_t prefetched = k0 / bs;  // blocks < prefetched are requested (the first step's too:
+                                   // their misses then overlap)
     KeyStep<T> st;
     st.k_stride = size_t(bs);
     st.aligned = bs % int32_t(N) == 0 && k0 % int32_t(N) == 0;
