@@ -86,9 +86,10 @@ namespace ops {
 
 namespace {
 
-// Query vectors per task: enough to reuse each converted K/V block many times, few enough
-// for the partial states to stay in cache.
-constexpr int kMaxTaskQVecs = 64;
+// Query vectors per task: enough to reuse each K/V block (in L1) many times, few enough for
+// the partial states to stay in cache; 60 is whole tiles of 6 (and 2) query vectors for
+// GQA groups of 1 to 6 (a 64-vector task of 3-head groups had a last tile of 3 or 5).
+constexpr int kMaxTaskQVecs = 60;
 
 int n_blocks_of(const AttentionSeq& s, int block_size) {
     return (s.first_pos + s.n_q + block_size - 1) / block_size;
