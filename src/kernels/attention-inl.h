@@ -14,8 +14,10 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "hwy/highway.h"
@@ -35,13 +37,19 @@ HWY_INLINE size_t AttendScratchFloats(const ops::KvLayerView& kv, int nq) {
     return size_t(nq) * hd_pad + TileScratchFloats(nq, size_t(kv.head_dim), hd_pad) + 32;
 }
 
+// Floats per partial state (ops::kAttnState* layout), a multiple of 16.
+HWY_INLINE size_t AttnStateFloats(int head_dim) {
+    return (size_t(ops::kAttnStateO) + PaddedHeadDim(head_dim) + 15) / 16 * 16;
+}
+
 // Query vectors q[i] (head_dim floats each; position qpos[i]) over the keys at positions
-// [k0, k1) of kv head `head`, read through block_table. States: m[i], l[i], o[i * hd_pad]
-// (hd_pad = PaddedHeadDim), updated in place (start from m = -inf, l = 0, o = 0).
-// scratch: AttendScratchFloats(kv, nq) floats.
+// [k0, k1) of kv head `head`, read through block_table, cut at the multiples of `chunk`: the
+// partial state of chunk c (c = 0 from k0) and query vector i goes to
+// states + (c * nq + i) * stride (ops::kAttnState* layout; 64-byte aligned). scratch:
+// AttendScratchFloats(kv, nq) floats.
 void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_table, int32_t k0,
-                 int32_t k1, const float* const* q, const int32_t* qpos, int nq, float scale,
-                 float* m, float* l, float* o, float* scratch) {
+                 int32_t k1, int32_t chunk, const float* const* q, const int32_t* qpos, int nq,
+                 float scale, float* states, size_t stride, float* scratch) {
     const size_t N = hn::Lanes(AF());
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
     // 64-byte aligned: the scaled, zero-padded queries [nq][hd_pad], then the kernel's part.
@@ -54,27 +62,74 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
         for (size_t d = size_t(kv.head_dim); d < hd_pad; ++d) dst[d] = 0.0f;
         max_pos = std::max(max_pos, qpos[i]);
     }
-    const int32_t end = std::min(k1, max_pos + 1);  // no query sees keys beyond its position
-    if (end <= k0) return;
     const bool f16 = kv.type == DType::F16;
-    auto run = [&](auto chunks) {
-        constexpr size_t kC = decltype(chunks)::value;
-        if (f16) {
-            AttendTile<kC, uint16_t>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
-        } else {
-            AttendTile<kC, float>(kv, head, block_table, k0, end, qs, qpos, nq, m, l, o, rest);
+    for (int32_t c0 = k0; c0 < k1; c0 = (c0 / chunk + 1) * chunk, states += size_t(nq) * stride) {
+        for (int i = 0; i < nq; ++i) {
+            float* st = states + size_t(i) * stride;
+            st[ops::kAttnStateM] = -std::numeric_limits<float>::infinity();
+            st[ops::kAttnStateL] = 0.0f;
+            std::fill(st + ops::kAttnStateO, st + ops::kAttnStateO + hd_pad, 0.0f);
         }
-    };
-    // The usual head sizes with whole vectors unroll completely.
-    const size_t n_chunks = hd_pad / N;
-    if (size_t(kv.head_dim) != hd_pad) {
-        run(std::integral_constant<size_t, 0>());
-    } else if (n_chunks == 4) {
-        run(std::integral_constant<size_t, 4>());
-    } else if (n_chunks == 8) {
-        run(std::integral_constant<size_t, 8>());
-    } else {
-        run(std::integral_constant<size_t, 0>());
+        // No query sees keys beyond its position.
+        const int32_t end = std::min({k1, (c0 / chunk + 1) * chunk, max_pos + 1});
+        if (end <= c0) continue;
+        auto run = [&](auto chunks) {
+            constexpr size_t kC = decltype(chunks)::value;
+            if (f16) {
+                AttendTile<kC, uint16_t>(kv, head, block_table, c0, end, qs, qpos, nq, states,
+                                         stride, rest);
+            } else {
+                AttendTile<kC, float>(kv, head, block_table, c0, end, qs, qpos, nq, states, stride,
+                                      rest);
+            }
+        };
+        // The usual head sizes with whole vectors unroll completely.
+        const size_t n_chunks = hd_pad / N;
+        if (size_t(kv.head_dim) != hd_pad) {
+            run(std::integral_constant<size_t, 0>());
+        } else if (n_chunks == 4) {
+            run(std::integral_constant<size_t, 4>());
+        } else if (n_chunks == 8) {
+            run(std::integral_constant<size_t, 8>());
+        } else {
+            run(std::integral_constant<size_t, 0>());
+        }
+    }
+}
+
+// out[hd] = the log-sum-exp merge of n partial states in key order, state k at
+// base + (slots ? slots[k] : k) * stride: m = max m_k, w_k = exp(m_k - m), l = sum l_k w_k,
+// out = (sum o_k w_k) / l, states with l_k = 0 (no visible key) skipped. The one merge of
+// every path, so that results do not depend on how key ranges were split into tasks.
+void MergeStates(const float* base, const int* slots, size_t stride, int n, int hd, float* out) {
+    const AF df;
+    const size_t N = hn::Lanes(df);
+    const size_t hd_pad = PaddedHeadDim(hd);
+    const auto at = [&](int k) { return base + size_t(slots ? slots[k] : k) * stride; };
+    float m = -std::numeric_limits<float>::infinity();
+    for (int k = 0; k < n; ++k) m = std::max(m, at(k)[ops::kAttnStateM]);
+    float l = 0.0f;
+    constexpr size_t kMaxChunks = 512 / kMaxLanes;
+    AV acc[kMaxChunks];
+    for (size_t c = 0; c < hd_pad / N; ++c) acc[c] = hn::Zero(df);
+    for (int k = 0; k < n; ++k) {
+        const float* st = at(k);
+        if (st[ops::kAttnStateL] == 0.0f) continue;
+        const float w = std::exp(st[ops::kAttnStateM] - m);
+        l += st[ops::kAttnStateL] * w;
+        const AV wv = hn::Set(df, w);
+        for (size_t c = 0; c < hd_pad / N; ++c)
+            acc[c] = hn::MulAdd(hn::Load(df, st + ops::kAttnStateO + c * N), wv, acc[c]);
+    }
+    const AV inv = hn::Set(df, l > 0.0f ? 1.0f / l : 0.0f);
+    for (size_t c = 0; c < hd_pad / N; ++c) {
+        const size_t d = c * N;
+        const AV v = hn::Mul(acc[c], inv);
+        if (d + N <= size_t(hd)) {
+            hn::StoreU(v, df, out + d);
+        } else {
+            StoreTail(df, v, out + d, size_t(hd) - d);
+        }
     }
 }
 

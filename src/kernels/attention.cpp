@@ -21,12 +21,12 @@
 HWY_BEFORE_NAMESPACE();
 namespace troupe::HWY_NAMESPACE {
 
-// Entry points with a scalar fallback for the one-lane target.
-size_t AttnPaddedHeadDim(int head_dim) {
+// Entry points with a scalar fallback for the one-lane target (which runs the reference).
+size_t AttnStateSize(int head_dim) {
 #if HWY_TARGET != HWY_SCALAR
-    return PaddedHeadDim(head_dim);
+    return AttnStateFloats(head_dim);
 #else
-    return size_t(head_dim);
+    return size_t(ops::kAttnStateO + head_dim);
 #endif
 }
 
@@ -44,13 +44,21 @@ bool AttnHasKernel() {
 }
 
 void AttnRange(const ops::KvLayerView& kv, int head, const int32_t* block_table, int32_t k0,
-               int32_t k1, const float* const* q, const int32_t* qpos, int nq, float scale,
-               float* m, float* l, float* o, float* scratch) {
+               int32_t k1, int32_t chunk, const float* const* q, const int32_t* qpos, int nq,
+               float scale, float* states, size_t stride, float* scratch) {
 #if HWY_TARGET != HWY_SCALAR
-    AttendRange(kv, head, block_table, k0, k1, q, qpos, nq, scale, m, l, o, scratch);
+    AttendRange(kv, head, block_table, k0, k1, chunk, q, qpos, nq, scale, states, stride, scratch);
 #else
-    (void)kv, (void)head, (void)block_table, (void)k0, (void)k1, (void)q, (void)qpos, (void)nq;
-    (void)scale, (void)m, (void)l, (void)o, (void)scratch;
+    (void)kv, (void)head, (void)block_table, (void)k0, (void)k1, (void)chunk, (void)q;
+    (void)qpos, (void)nq, (void)scale, (void)states, (void)stride, (void)scratch;
+#endif
+}
+
+void AttnMerge(const float* base, const int* slots, size_t stride, int n, int hd, float* out) {
+#if HWY_TARGET != HWY_SCALAR
+    MergeStates(base, slots, stride, n, hd, out);
+#else
+    (void)base, (void)slots, (void)stride, (void)n, (void)hd, (void)out;
 #endif
 }
 
@@ -76,10 +84,11 @@ HWY_AFTER_NAMESPACE();
 #include "util/error.h"
 
 namespace troupe {
-HWY_EXPORT(AttnPaddedHeadDim);
+HWY_EXPORT(AttnStateSize);
 HWY_EXPORT(AttnScratchFloats);
 HWY_EXPORT(AttnHasKernel);
 HWY_EXPORT(AttnRange);
+HWY_EXPORT(AttnMerge);
 HWY_EXPORT(KvStoreVector);
 
 namespace ops {
@@ -152,29 +161,9 @@ void check_attention_args(const KvLayerView& kv, int n_head) {
     TROUPE_CHECK(kv.head_dim > 0 && kv.head_dim <= 512 && kv.block_size > 0);
 }
 
-// Floats of one partial state: m, l, o[hd_pad], rounded to 64 bytes.
+// Floats of one partial state (ops::kAttnState* layout).
 size_t state_floats(const KvLayerView& kv) {
-    return (2 + HWY_DYNAMIC_DISPATCH(AttnPaddedHeadDim)(kv.head_dim) + 15) / 16 * 16;
-}
-
-// out[hd] = the log-sum-exp merge of the states at(0) .. at(n - 1) (m, l, o[hd] each) in
-// key order: the one arithmetic every path uses, so that results do not depend on the task
-// split.
-template <class StateAt>
-void merge_states(int n, const StateAt& at, int hd, float* out) {
-    float m = -std::numeric_limits<float>::infinity();
-    for (int i = 0; i < n; ++i) m = std::max(m, at(i)[0]);
-    float l = 0.0f;
-    std::fill(out, out + hd, 0.0f);
-    for (int i = 0; i < n; ++i) {
-        const float* st = at(i);
-        if (st[1] == 0.0f) continue;  // no visible key in that range
-        const float w = std::exp(st[0] - m);
-        l += st[1] * w;
-        for (int d = 0; d < hd; ++d) out[d] += st[2 + d] * w;
-    }
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int d = 0; d < hd; ++d) out[d] *= inv;
+    return HWY_DYNAMIC_DISPATCH(AttnStateSize)(kv.head_dim);
 }
 
 float* output_of(const AttentionPlan& plan, int qid, int hd) {
@@ -184,19 +173,20 @@ float* output_of(const AttentionPlan& plan, int qid, int hd) {
 }
 
 // One task: its query vectors over its key range. A plain task writes one state per query
-// vector to its slots; a whole task runs chunk by chunk into its own scratch and merges.
+// vector to its slots; a whole task writes one per key chunk and query vector into its own
+// scratch and merges them.
 void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
               const AttentionPlan::Task& t, float scale, float* states) {
     const int nq = t.slot1 - t.slot0;
     const int* qids = (t.whole ? plan.whole_qids.data() : plan.task_qids.data()) + t.slot0;
-    const size_t hd_pad = HWY_DYNAMIC_DISPATCH(AttnPaddedHeadDim)(kv.head_dim);
     const size_t scratch_floats = HWY_DYNAMIC_DISPATCH(AttnScratchFloats)(kv, kMaxTaskQVecs);
     const size_t sf = state_floats(kv);
-    const int32_t chunk = t.whole ? key_chunk(kv.block_size) : t.k1 - t.k0;
-    const int n_chunks = t.whole ? (t.k1 - t.k0 + chunk - 1) / chunk : 1;
+    // Chunks of [k0, k1) (a plain task's range lies within one).
+    const int32_t chunk = key_chunk(kv.block_size);
+    const int n_chunks = (t.k1 + chunk - 1) / chunk - t.k0 / chunk;
+    TROUPE_CHECK(t.whole || n_chunks == 1);
     const float* q[kMaxTaskQVecs];
     int32_t qpos[kMaxTaskQVecs];
-    float m[kMaxTaskQVecs], l[kMaxTaskQVecs];
     for (int i = 0; i < nq; ++i) {
         const AttentionPlan::QVec& qv = plan.qvecs[size_t(qids[i])];
         const AttentionSeq& sq = plan.seqs[qv.seq];
@@ -204,37 +194,20 @@ void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
             sq.q + (size_t(qv.row) * size_t(plan.n_head) + size_t(qv.head)) * size_t(kv.head_dim);
         qpos[i] = sq.first_pos + qv.row;
     }
-    // The kernel keeps o contiguous per query vector; states interleave m, l, o. A whole
-    // task's states: [n_chunks][nq] after the kernel's scratch and o.
-    auto* scratch = static_cast<float*>(r.thread_scratch(
-        (scratch_floats + size_t(nq) * hd_pad + (t.whole ? size_t(n_chunks * nq) * sf : 0)) *
-        sizeof(float)));
-    float* o = scratch + scratch_floats;
-    float* own = o + size_t(nq) * hd_pad;
-    for (int c = 0; c < n_chunks; ++c) {
-        const int32_t c0 = t.k0 + c * chunk, c1 = std::min(t.k1, c0 + chunk);
-        for (int i = 0; i < nq; ++i) {
-            m[i] = -std::numeric_limits<float>::infinity();
-            l[i] = 0.0f;
-        }
-        std::fill(o, o + size_t(nq) * hd_pad, 0.0f);
-        HWY_DYNAMIC_DISPATCH(AttnRange)
-        (kv, t.kv_head, t.block_table, c0, c1, q, qpos, nq, scale, m, l, o, scratch);
-        float* dst = t.whole ? own + size_t(c) * size_t(nq) * sf : states + size_t(t.slot0) * sf;
-        for (int i = 0; i < nq; ++i) {
-            float* st = dst + size_t(i) * sf;
-            st[0] = m[i];
-            st[1] = l[i];
-            std::copy(o + size_t(i) * hd_pad, o + size_t(i) * hd_pad + size_t(kv.head_dim), st + 2);
-        }
-    }
+    // A whole task's states: [n_chunks][nq] after the kernel's scratch, 64-byte aligned.
+    const size_t own_at = (scratch_floats + 15) / 16 * 16;
+    auto* scratch = static_cast<float*>(
+        r.thread_scratch((own_at + (t.whole ? size_t(n_chunks * nq) * sf : 0)) * sizeof(float)));
+    float* dst = t.whole ? scratch + own_at : states + size_t(t.slot0) * sf;
+    HWY_DYNAMIC_DISPATCH(AttnRange)
+    (kv, t.kv_head, t.block_table, t.k0, t.k1, chunk, q, qpos, nq, scale, dst, sf, scratch);
     if (!t.whole) return;
     // A query vector sees no key of the chunks past its position: those states are empty
     // (l = 0), as the plain tasks of the same chunks would give.
+    const auto merge_one = HWY_DYNAMIC_DISPATCH(AttnMerge);
     for (int i = 0; i < nq; ++i)
-        merge_states(
-            n_chunks, [&](int c) { return own + (size_t(c) * size_t(nq) + size_t(i)) * sf; },
-            kv.head_dim, output_of(plan, qids[i], kv.head_dim));
+        merge_one(dst + size_t(i) * sf, nullptr, size_t(nq) * sf, n_chunks, kv.head_dim,
+                  output_of(plan, qids[i], kv.head_dim));
 }
 
 // Merges the partial states of query vectors [q0, q1) in key order: out = o / l. Query
@@ -242,12 +215,12 @@ void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
 void merge(const KvLayerView& kv, const AttentionPlan& plan, const float* states, int64_t q0,
            int64_t q1) {
     const size_t sf = state_floats(kv);
+    const auto merge_one = HWY_DYNAMIC_DISPATCH(AttnMerge);
     for (int64_t qid = q0; qid < q1; ++qid) {
         const int s0 = plan.merge_begin[size_t(qid)], s1 = plan.merge_begin[size_t(qid) + 1];
         if (s0 == s1) continue;
-        merge_states(
-            s1 - s0, [&](int i) { return states + size_t(plan.merge_slots[size_t(s0 + i)]) * sf; },
-            kv.head_dim, output_of(plan, int(qid), kv.head_dim));
+        merge_one(states, plan.merge_slots.data() + s0, sf, s1 - s0, kv.head_dim,
+                  output_of(plan, int(qid), kv.head_dim));
     }
 }
 

@@ -85,11 +85,15 @@ HWY_INLINE void Scores(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, co
     if (v0 < n_vecs) ScoreTile<kQ, 1>(q, hd_pad, hd, kt + v0, stride, v0, s);
 }
 
-// State of a task's query vectors, in the caller's arrays between steps.
+// State of a task's query vectors between steps: the partial states (ops::kAttnState*
+// layout, `stride` floats apart: m, then o[hd_pad] at kAttnStateO) and the sums of
+// exponentials per key index, added into the states' l at the end.
 struct TileState {
-    float* m;  // [nq] running maximum (see kMaxLag)
-    float* l;  // [nq][kStepKeys] per-index sums of exponentials (summed at the end)
-    float* o;  // [nq][hd_pad] unnormalised output
+    float* states;  // [nq][stride]
+    size_t stride;
+    float* l;  // [nq][kStepKeys]
+    float& m(int i) const { return states[size_t(i) * stride + ops::kAttnStateM]; }
+    float* o(int i) const { return states + size_t(i) * stride + ops::kAttnStateO; }
 };
 
 // The online softmax of query vector i over its scores s[kStepKeys] (the first n_vecs key
@@ -101,13 +105,14 @@ HWY_INLINE void SoftmaxRow(const TileState& st, int i, const float* HWY_RESTRICT
     const size_t N = hn::Lanes(df);
     const AV neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
     float* l = st.l + size_t(i) * kStepKeys;
+    float& m = st.m(i);
     if (vis <= 0) {  // sees none of the step: p = 0, nothing changes
         for (size_t v = 0; v < n_vecs; ++v) hn::Store(hn::Zero(df), df, p + v * N);
         return;
     }
     AV sv[kStepVecs];
     bool lags = false;  // a score beyond the running maximum + kMaxLag
-    const AV limit = hn::Set(df, st.m[i] + kMaxLag);
+    const AV limit = hn::Set(df, m + kMaxLag);
     for (size_t v = 0; v < n_vecs; ++v) {
         sv[v] = hn::Load(df, s + v * N);
         const int in_vec = vis - int(v * N);
@@ -120,15 +125,15 @@ HWY_INLINE void SoftmaxRow(const TileState& st, int i, const float* HWY_RESTRICT
         AV mx = sv[0];
         for (size_t v = 1; v < n_vecs; ++v) mx = hn::Max(mx, sv[v]);
         const float m_new = hn::GetLane(hn::MaxOfLanes(df, mx));
-        const AV alpha = ExpSoftmax(hn::Set(df, st.m[i] - m_new));
-        float* o = st.o + size_t(i) * hd_pad;
+        const AV alpha = ExpSoftmax(hn::Set(df, m - m_new));
+        float* o = st.o(i);
         for (size_t c = 0; c < hd_pad; c += N)
-            hn::StoreU(hn::Mul(hn::LoadU(df, o + c), alpha), df, o + c);
+            hn::Store(hn::Mul(hn::Load(df, o + c), alpha), df, o + c);
         for (size_t v = 0; v < kStepKeys; v += N)
             hn::Store(hn::Mul(hn::Load(df, l + v), alpha), df, l + v);
-        st.m[i] = m_new;
+        m = m_new;
     }
-    const AV mu = hn::Set(df, st.m[i]);
+    const AV mu = hn::Set(df, m);
     for (size_t v = 0; v < n_vecs; ++v) {
         const AV pv = ExpSoftmax(hn::Sub(sv[v], mu));
         hn::Store(pv, df, p + v * N);
@@ -136,16 +141,17 @@ HWY_INLINE void SoftmaxRow(const TileState& st, int i, const float* HWY_RESTRICT
     }
 }
 
-// o[i][(c0 + c) * N ..] += sum_{j < n} p[i][j] v_j for kQ query vectors and kCS chunks.
+// o[i][(c0 + c) * N ..] += sum_{j < n} p[i][j] v_j for kQ query vectors (rows of o
+// o_stride apart) and kCS chunks.
 template <int kQ, size_t kCS, size_t kChunks, class T>
 HWY_INLINE void ValuesTile(const float* HWY_RESTRICT p, const T* const* vrows, size_t hd, int n,
-                           size_t c0, float* HWY_RESTRICT o, size_t hd_pad) {
+                           size_t c0, float* HWY_RESTRICT o, size_t o_stride) {
     const AF df;
     const size_t N = hn::Lanes(df);
     AV acc[kQ][kCS];
     for (int i = 0; i < kQ; ++i)
         for (size_t c = 0; c < kCS; ++c)
-            acc[i][c] = hn::LoadU(df, o + size_t(i) * hd_pad + (c0 + c) * N);
+            acc[i][c] = hn::Load(df, o + size_t(i) * o_stride + (c0 + c) * N);
     for (int j = 0; j < n; ++j) {
         AV v[kCS];
         for (size_t c = 0; c < kCS; ++c) v[c] = LoadVChunk<T, kChunks>(vrows[j], c0 + c, hd);
@@ -156,7 +162,7 @@ HWY_INLINE void ValuesTile(const float* HWY_RESTRICT p, const T* const* vrows, s
     }
     for (int i = 0; i < kQ; ++i)
         for (size_t c = 0; c < kCS; ++c)
-            hn::StoreU(acc[i][c], df, o + size_t(i) * hd_pad + (c0 + c) * N);
+            hn::Store(acc[i][c], df, o + size_t(i) * o_stride + (c0 + c) * N);
 }
 
 // One tile of kQ query vectors over one step: K vectors kt (see Scores), V rows vrows.
@@ -179,11 +185,11 @@ HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const
         SoftmaxRow(st, i0 + i, s + size_t(i) * kStepKeys, n_vecs, vis[i], hd_pad,
                    p + size_t(i) * kStepKeys);
     const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
-    float* o = st.o + size_t(i0) * hd_pad;
+    float* o = st.o(i0);
     size_t c0 = 0;
     for (; c0 + 4 <= n_chunks; c0 += 4)
-        ValuesTile<kQ, 4, kChunks>(p, vrows, hd, max_vis, c0, o, hd_pad);
-    for (; c0 < n_chunks; ++c0) ValuesTile<kQ, 1, kChunks>(p, vrows, hd, max_vis, c0, o, hd_pad);
+        ValuesTile<kQ, 4, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride);
+    for (; c0 < n_chunks; ++c0) ValuesTile<kQ, 1, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride);
 }
 
 // Every tile of the task over one step; tiles as even as possible.
@@ -226,12 +232,13 @@ HWY_INLINE size_t TileScratchFloats(int nq, size_t hd, size_t hd_pad) {
 }
 
 // Query vectors qs[i] (scaled, [nq][hd_pad]) at positions qpos[i] over the keys [k0, end) of
-// kv head `head`; states m[i], l[i], o[i][hd_pad] updated in place. scratch: 64-byte aligned,
-// TileScratchFloats floats. T: uint16_t (F16 cache) or float (F32).
+// kv head `head`; the partial states states[i * stride] (64-byte aligned, the layout of
+// ops::kAttnState*) updated in place. scratch: 64-byte aligned, TileScratchFloats floats.
+// T: uint16_t (F16 cache) or float (F32).
 template <size_t kChunks, class T>
 HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t* block_table,
                              int32_t k0, int32_t end, const float* qs, const int32_t* qpos, int nq,
-                             float* m, float* l, float* o, float* scratch) {
+                             float* states, size_t stride, float* scratch) {
     const AF df;
     const size_t N = hn::Lanes(df);
     const size_t hd = size_t(kv.head_dim);
@@ -243,9 +250,9 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
     for (int i = 0; i < nq; ++i) {
         float* li = lsum + size_t(i) * kStepKeys;
         std::fill(li, li + kStepKeys, 0.0f);
-        li[0] = l[i];
+        li[0] = states[size_t(i) * stride + ops::kAttnStateL];
     }
-    const TileState st{m, lsum, o};
+    const TileState st{states, stride, lsum};
     ForEachKeyStep<T>(kv, head, block_table, k0, end, [&](const KeyStep<T>& ks) {
         if (ks.aligned) {  // key vectors straight from the cache
             const T* kt[kStepVecs];
@@ -263,7 +270,8 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
         AllTilesStep<kChunks>(qs, qpos, nq, st, kt, kStepKeys, ks.v, ks.n, ks.pos0, hd, hd_pad, s,
                               p);
     });
-    for (int i = 0; i < nq; ++i) l[i] = SumStepSums(lsum + size_t(i) * kStepKeys);
+    for (int i = 0; i < nq; ++i)
+        states[size_t(i) * stride + ops::kAttnStateL] = SumStepSums(lsum + size_t(i) * kStepKeys);
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

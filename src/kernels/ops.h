@@ -219,6 +219,14 @@ void attention_shared(const KvLayerView& kv, const AttentionSeq* seqs, int n_seq
 // prefilled (bit-identical). A shared prefix is read together only up to such a boundary (the
 // rest of it by each sequence), which keeps the shared form bit-identical as well.
 constexpr int kAttentionKeyChunk = 128;
+// A partial attention state of one query vector over a key range, as the kernel writes it
+// and the merge reads it: floats [kAttnStateM] running maximum m, [kAttnStateL] sum of
+// exponentials l, from [kAttnStateO] the unnormalised output o (head_dim rounded up to whole
+// vectors; 64-byte aligned when the state is).
+constexpr int kAttnStateM = 0;
+constexpr int kAttnStateL = 1;
+constexpr int kAttnStateO = 16;
+
 struct AttentionPlan {
     struct Task {
         int kv_head = 0;
