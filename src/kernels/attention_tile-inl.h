@@ -34,9 +34,22 @@ namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR
 
 // Query vectors per tile, and key vectors (of N keys) per score tile: 6 x 4 accumulators of
-// the 32 registers, or 2 x 4 of 16.
+// the 32 registers, or 2 x 4 of 16. With 32 registers, tasks with 12 or more query vectors
+// also take tiles of 12 x 2 key vectors (and 12 x 2 head chunks for the values): half the
+// K and V loads (each converting F16) per FMA, for twice the broadcasts.
 constexpr int kTileQ = kFewRegisters ? 2 : 6;
+constexpr int kWideTileQ = kFewRegisters ? 0 : 12;
 constexpr size_t kScoreVecs = kStepVecs < 4 ? kStepVecs : 4;
+
+// Key vectors per score tile and head chunks per values tile for a tile of kQ query vectors.
+template <int kQ>
+constexpr size_t TileVecs() {
+    return kQ > kTileQ ? kScoreVecs / 2 : kScoreVecs;
+}
+template <int kQ>
+constexpr size_t TileChunks() {
+    return kQ > kTileQ ? 2 : 4;
+}
 
 // s[i * kStepKeys + (v0 + v) * N + lane] = scores of kQ query vectors (q: rows hd_pad apart,
 // scaled) and the key vectors v0 .. v0 + kV - 1; dimension d of key vector v at
@@ -73,10 +86,11 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd,
 template <int kQ, class T>
 HWY_INLINE void Scores(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const T* const* kt,
                        size_t stride, size_t n_vecs, float* HWY_RESTRICT s) {
+    constexpr size_t kVecs = TileVecs<kQ>();
     size_t v0 = 0;
-    for (; v0 + kScoreVecs <= n_vecs; v0 += kScoreVecs)
-        ScoreTile<kQ, kScoreVecs>(q, hd_pad, hd, kt + v0, stride, v0, s);
-    if constexpr (kScoreVecs > 2) {
+    for (; v0 + kVecs <= n_vecs; v0 += kVecs)
+        ScoreTile<kQ, kVecs>(q, hd_pad, hd, kt + v0, stride, v0, s);
+    if constexpr (kVecs > 2) {
         if (v0 + 2 <= n_vecs) {
             ScoreTile<kQ, 2>(q, hd_pad, hd, kt + v0, stride, v0, s);
             v0 += 2;
@@ -187,8 +201,9 @@ HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const
     const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
     float* o = st.o(i0);
     size_t c0 = 0;
-    for (; c0 + 4 <= n_chunks; c0 += 4)
-        ValuesTile<kQ, 4, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride);
+    constexpr size_t kCS = TileChunks<kQ>();
+    for (; c0 + kCS <= n_chunks; c0 += kCS)
+        ValuesTile<kQ, kCS, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride);
     for (; c0 < n_chunks; ++c0) ValuesTile<kQ, 1, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride);
 }
 
@@ -197,9 +212,15 @@ template <size_t kChunks, class TK, class TV>
 HWY_INLINE void AllTilesStep(const float* q, const int32_t* qpos, int nq, const TileState& st,
                              const TK* const* kt, size_t stride, const TV* const* vrows, int n,
                              int32_t pos0, size_t hd, size_t hd_pad, float* s, float* p) {
-    const int n_tiles = (nq + kTileQ - 1) / kTileQ;
-    for (int t = 0, i0 = 0; t < n_tiles; ++t) {
-        const int tile = (nq - i0) / (n_tiles - t);
+    int i0 = 0;
+    if constexpr (kWideTileQ > 0) {
+        for (; i0 + kWideTileQ <= nq; i0 += kWideTileQ)
+            TileStep<kWideTileQ, kChunks>(q, qpos, st, i0, kt, stride, vrows, n, pos0, hd, hd_pad,
+                                          s, p);
+    }
+    const int n_tiles = (nq - i0 + kTileQ - 1) / kTileQ;
+    for (int t = 0; t < n_tiles; ++t) {
+        const int tile = (nq - i0) / (n_tiles - t);  // as even as possible
         const auto run = [&](auto k) {
             TileStep<decltype(k)::value, kChunks>(q, qpos, st, i0, kt, stride, vrows, n, pos0, hd,
                                                   hd_pad, s, p);
@@ -225,9 +246,9 @@ HWY_INLINE void AllTilesStep(const float* q, const int32_t* qpos, int nq, const 
 
 // Scratch floats of AttendTile for nq query vectors (beyond the scaled queries).
 HWY_INLINE size_t TileScratchFloats(int nq, size_t hd, size_t hd_pad) {
-    return size_t(nq) * kStepKeys            // l
-           + 2 * size_t(kTileQ) * kStepKeys  // s, p
-           + hd * kStepKeys                  // K of an unaligned step in float, transposed
+    return size_t(nq) * kStepKeys                                  // l
+           + 2 * size_t(std::max(kTileQ, kWideTileQ)) * kStepKeys  // s, p
+           + hd * kStepKeys  // K of an unaligned step in float, transposed
            + 16;
 }
 
@@ -245,8 +266,9 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
     float* lsum = scratch;
     float* s = lsum + size_t(nq) * kStepKeys;
-    float* p = s + size_t(kTileQ) * kStepKeys;
-    float* kf = p + size_t(kTileQ) * kStepKeys;  // [hd][kStepKeys], unaligned steps only
+    float* p = s + size_t(std::max(kTileQ, kWideTileQ)) * kStepKeys;
+    float* kf = p + size_t(std::max(kTileQ, kWideTileQ)) *
+                        kStepKeys;  // [hd][kStepKeys], unaligned steps only
     for (int i = 0; i < nq; ++i) {
         float* li = lsum + size_t(i) * kStepKeys;
         std::fill(li, li + kStepKeys, 0.0f);
