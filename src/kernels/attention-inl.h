@@ -34,7 +34,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Scratch floats AttendRange needs for nq query vectors.
 HWY_INLINE size_t AttendScratchFloats(const ops::KvLayerView& kv, int nq) {
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
-    return size_t(nq) * hd_pad + TileScratchFloats(nq, size_t(kv.head_dim), hd_pad) + 32;
+    return size_t(nq) * hd_pad + TileScratchFloats(nq, size_t(kv.head_dim)) + 32;
 }
 
 // Floats per partial state (ops::kAttnState* layout), a multiple of 16.
@@ -52,14 +52,14 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
                  float scale, float* states, size_t stride, float* scratch) {
     const size_t N = hn::Lanes(AF());
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
-    // 64-byte aligned: the scaled, zero-padded queries [nq][hd_pad], then the kernel's part.
+    // 64-byte aligned: the scaled queries [nq][hd_pad] (the kernel reads d < head_dim), then
+    // the kernel's part.
     float* qs = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
     float* rest = qs + (size_t(nq) * hd_pad + 15) / 16 * 16;
     int32_t max_pos = -1;
     for (int i = 0; i < nq; ++i) {
         float* dst = qs + size_t(i) * hd_pad;
         for (int d = 0; d < kv.head_dim; ++d) dst[d] = q[i][d] * scale;
-        for (size_t d = size_t(kv.head_dim); d < hd_pad; ++d) dst[d] = 0.0f;
         max_pos = std::max(max_pos, qpos[i]);
     }
     const bool f16 = kv.type == DType::F16;

@@ -150,8 +150,9 @@ void index_merges(AttentionPlan& plan) {
 constexpr int kWholeMinRows = 64;
 constexpr int kWholeMaxChunks = 32;
 
-bool whole_rows(const AttentionSeq& sq, int32_t private_start, int32_t k1, int32_t chunk) {
-    return private_start == 0 && sq.n_q >= kWholeMinRows &&
+bool whole_rows(const AttentionSeq& sq, int group, int32_t private_start, int32_t k1,
+                int32_t chunk) {
+    return group <= kMaxTaskQVecs && private_start == 0 && sq.n_q >= kWholeMinRows &&
            (k1 + chunk - 1) / chunk <= kWholeMaxChunks;
 }
 
@@ -178,6 +179,7 @@ float* output_of(const AttentionPlan& plan, int qid, int hd) {
 void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
               const AttentionPlan::Task& t, float scale, float* states) {
     const int nq = t.slot1 - t.slot0;
+    TROUPE_CHECK(nq <= kMaxTaskQVecs);
     const int* qids = (t.whole ? plan.whole_qids.data() : plan.task_qids.data()) + t.slot0;
     const size_t scratch_floats = HWY_DYNAMIC_DISPATCH(AttnScratchFloats)(kv, kMaxTaskQVecs);
     const size_t sf = state_floats(kv);
@@ -301,7 +303,7 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                     for (int j = 0; j < group; ++j)
                         qids.push_back(qbase[size_t(s)] + r * n_head + h * group + j);
                 const int32_t k1 = sq.first_pos + r1;
-                if (whole_rows(sq, private_start[size_t(s)], k1, chunk)) {
+                if (whole_rows(sq, group, private_start[size_t(s)], k1, chunk)) {
                     AttentionPlan::Task t;
                     t.kv_head = h;
                     t.block_table = sq.block_table;
@@ -352,7 +354,9 @@ void attention(Region& r, const KvLayerView& kv, const AttentionPlan& plan, floa
     r.for_each(int64_t(plan.tasks.size()),
                [&](int64_t t) { run_task(r, kv, plan, plan.tasks[size_t(t)], scale, states); });
     // The merge: query vectors in equal tasks of at most kMaxQVecsPerTask, at least one per
-    // participant (a decode batch has few: 8 sequences x 9 heads are 72).
+    // participant (a decode batch has few: 8 sequences x 9 heads are 72). Whole tasks have
+    // merged theirs.
+    if (plan.task_qids.empty()) return;
     constexpr int64_t kMaxQVecsPerTask = 64;
     const int64_t n_qvecs = int64_t(plan.qvecs.size());
     const int64_t n_merge = std::min(

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/ops.h"
 #include "kernels/simd-inl.h"
@@ -72,16 +71,21 @@ HWY_INLINE AV ExpSoftmax(AV x) {
 //   score   of q (already multiplied by the scale, rounded to float) and key k: s = q_0 k_0,
 //           then s = FMA(q_d, k_d, s) for d = 1 .. head_dim - 1 in ascending order (keys
 //           in lanes: one FMA chain per key, no horizontal sums);
-//   steps   of up to kStepKeys keys from ForEachKeyStep: a task's key range cut at the
-//           multiples of kStepKeys; keys a query vector does not see score -inf (an exact 0
-//           after Exp);
+//   chunks  the keys [0, position] of a query vector are cut at the multiples of the key
+//           chunk (ops::kAttentionKeyChunk rounded to whole blocks, attention.cpp); each
+//           chunk gives one partial state (m, l, o), starting from m = -inf, l = 0, o = 0;
+//   steps   a chunk is cut further at the multiples of kStepKeys (ForEachKeyStep); keys a
+//           query vector does not see score -inf (an exact 0 after Exp);
 //   softmax per step: if a visible score exceeds the running maximum m by more than
 //           kMaxLag, m becomes the step's largest visible score and l and o are multiplied
-//           by ExpSoftmax(m_old - m_new); then p_j = ExpSoftmax(s_j - m) (m = 0 before any
-//           visible key);
+//           by ExpSoftmax(m_old - m_new) (0 for the first visible score, m_old = -inf); then
+//           p_j = ExpSoftmax(s_j - m); a step with no visible key changes nothing;
 //   sums    l is kept per key index j < kStepKeys within the steps, l_j += p_j, and summed
 //           at the end by SumStepSums; o[d] = FMA(p_j, v_j[d], o[d]) for the step's keys in
-//           ascending order.
+//           ascending order;
+//   merge   the chunk states in key order by MergeStates (attention-inl.h): m = max m_c,
+//           w_c = std::exp(m_c - m), l = sum l_c w_c, o = sum o_c w_c (FMAs in key order),
+//           out = o * (1 / l); states with l_c = 0 are skipped.
 
 // Floats per padded head vector: head_dim rounded up to whole vectors.
 HWY_INLINE size_t PaddedHeadDim(int head_dim) {
@@ -146,8 +150,8 @@ struct KeyStep {
 
 // Starts loading the K and V of one kv head of a block into L2 (software prefetch): a
 // block's rows are contiguous but blocks are far apart, so the hardware prefetcher only finds
-// each block after some misses. L2, not L1: a task's queries, outputs and the step's float
-// copy already fill most of L1.
+// each block after some misses. L2, not L1: a task's queries, states and sums of
+// exponentials already fill most of L1.
 HWY_INLINE void PrefetchKvBlock(const ops::KvLayerView& kv, int32_t block, int head) {
     const size_t at = size_t(block) * kv.block_stride + size_t(head) * kv.head_stride;
     const size_t bytes =

@@ -1,5 +1,6 @@
-// The attention kernel: a task's query vectors in tiles of up to kTileQ over its keys in steps
-// of kStepKeys, keys in lanes. Per step and tile:
+// The attention kernel: a task's query vectors in tiles (12 x 2 key vectors while 12 remain,
+// then up to kTileQ x 4) over its keys in steps of kStepKeys, keys in lanes. Per step and
+// tile:
 //   scores  s[i][j] = q_i . k_j as one FMA chain per key over the head dimensions: K is stored
 //           transposed in the cache (dimension d of N consecutive keys is one vector), each
 //           element of a query vector is broadcast and multiplied into the key vectors of the
@@ -22,8 +23,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "kernels/attention_common-inl.h"
@@ -245,16 +246,16 @@ HWY_INLINE void AllTilesStep(const float* q, const int32_t* qpos, int nq, const 
 }
 
 // Scratch floats of AttendTile for nq query vectors (beyond the scaled queries).
-HWY_INLINE size_t TileScratchFloats(int nq, size_t hd, size_t hd_pad) {
+HWY_INLINE size_t TileScratchFloats(int nq, size_t hd) {
     return size_t(nq) * kStepKeys                                  // l
            + 2 * size_t(std::max(kTileQ, kWideTileQ)) * kStepKeys  // s, p
-           + hd * kStepKeys  // K of an unaligned step in float, transposed
-           + 16;
+           + hd * kStepKeys;  // K of an unaligned step in float, transposed
 }
 
 // Query vectors qs[i] (scaled, [nq][hd_pad]) at positions qpos[i] over the keys [k0, end) of
-// kv head `head`; the partial states states[i * stride] (64-byte aligned, the layout of
-// ops::kAttnState*) updated in place. scratch: 64-byte aligned, TileScratchFloats floats.
+// kv head `head` (one key chunk or less); the partial states states[i * stride] (64-byte
+// aligned, the layout of ops::kAttnState*), which start empty (m = -inf, l = 0, o = 0), are
+// updated in place. scratch: 64-byte aligned, TileScratchFloats floats.
 // T: uint16_t (F16 cache) or float (F32).
 template <size_t kChunks, class T>
 HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t* block_table,
@@ -267,13 +268,9 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
     float* lsum = scratch;
     float* s = lsum + size_t(nq) * kStepKeys;
     float* p = s + size_t(std::max(kTileQ, kWideTileQ)) * kStepKeys;
-    float* kf = p + size_t(std::max(kTileQ, kWideTileQ)) *
-                        kStepKeys;  // [hd][kStepKeys], unaligned steps only
-    for (int i = 0; i < nq; ++i) {
-        float* li = lsum + size_t(i) * kStepKeys;
-        std::fill(li, li + kStepKeys, 0.0f);
-        li[0] = states[size_t(i) * stride + ops::kAttnStateL];
-    }
+    // [hd][kStepKeys], unaligned steps only
+    float* kf = p + size_t(std::max(kTileQ, kWideTileQ)) * kStepKeys;
+    std::fill(lsum, lsum + size_t(nq) * kStepKeys, 0.0f);
     const TileState st{states, stride, lsum};
     ForEachKeyStep<T>(kv, head, block_table, k0, end, [&](const KeyStep<T>& ks) {
         if (ks.aligned) {  // key vectors straight from the cache

@@ -143,12 +143,11 @@ float kv_load(DType type, const uint8_t* base, int64_t i) {
 
 namespace {
 // The V row of position pos of kv head `head`.
-uint8_t* kv_vec(const KvLayerView& kv, uint8_t* base, const int32_t* block_table, int32_t pos,
-                int head) {
+uint8_t* kv_vec(const KvLayerView& kv, const int32_t* block_table, int32_t pos, int head) {
     const size_t elem = kv.type == DType::F16 ? 2 : 4;
     const int32_t block = block_table[pos / kv.block_size];
     const int slot = pos % kv.block_size;
-    return base + size_t(block) * kv.block_stride + size_t(head) * kv.head_stride +
+    return kv.v + size_t(block) * kv.block_stride + size_t(head) * kv.head_stride +
            size_t(slot) * size_t(kv.head_dim) * elem;
 }
 
@@ -183,8 +182,8 @@ void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* 
         for (int h = 0; h < kv.n_kv_head; ++h) {
             store_vec(kv.type, kv_key(kv, block_table, pos[r], h), k + r * row + h * kv.head_dim,
                       kv.head_dim, size_t(kv.block_size));
-            store_vec(kv.type, kv_vec(kv, kv.v, block_table, pos[r], h),
-                      v + r * row + h * kv.head_dim, kv.head_dim, 1);
+            store_vec(kv.type, kv_vec(kv, block_table, pos[r], h), v + r * row + h * kv.head_dim,
+                      kv.head_dim, 1);
         }
 }
 
@@ -213,7 +212,7 @@ void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int 
                 float* o = sq.out + (size_t(r) * n_head + h) * d;
                 std::fill(o, o + d, 0.0f);
                 for (int p = 0; p < n_ctx; ++p) {
-                    const uint8_t* vp = kv_vec(kv, kv.v, sq.block_table, p, kvh);
+                    const uint8_t* vp = kv_vec(kv, sq.block_table, p, kvh);
                     for (int i = 0; i < d; ++i) o[i] += scores[p] * kv_load(kv.type, vp, i);
                 }
             }

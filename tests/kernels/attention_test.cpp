@@ -21,7 +21,8 @@ using test::expect_near_all;
 using test::for_each_target;
 using test::random_floats;
 
-// A paged KV cache of one layer: n_blocks blocks, laid out [block][kv_head][slot][head_dim].
+// A paged KV cache of one layer: n_blocks blocks, laid out [block][kv_head][...] with K
+// transposed ([head_dim][slot]) and V by rows ([slot][head_dim]), as ops::KvLayerView says.
 struct TestKv {
     std::vector<uint8_t> k, v;
     ops::KvLayerView view;
@@ -124,9 +125,9 @@ TEST(Attention, DecodeAndPrefillMatchReference) {
             }
 }
 
-// Every GQA group size from 1 to 8, with query counts around the point where the kernel
-// switches from the tree form (few query vectors) to queries in lanes (many): decode rows
-// (group query vectors), short and long prefills, chunked prefill that starts mid-block.
+// Every GQA group size from 1 to 8, with query counts around the kernel's tile sizes (one
+// tile, several, tiles of 12): decode rows (group query vectors), short and long prefills,
+// chunked prefill that starts mid-block.
 TEST(Attention, GroupSizesAndQueryCounts) {
     ThreadPool pool(2);
     for (int group : {1, 2, 3, 4, 5, 8})
@@ -232,9 +233,26 @@ TEST(Attention, SharedPrefixEqualsPlainAttention) {
     }
 }
 
+// A GQA group larger than a task's query vectors (multi-query attention with 64 heads): a
+// 70-row prefill (long enough for the whole-task path, which must then not be taken) and a
+// decode row.
+TEST(Attention, GroupLargerThanATask) {
+    ThreadPool pool(2);
+    const int n_kv_head = 1, n_head = 64, block_size = 16, head_dim = 32, n_blocks = 8;
+    TestKv kv(DType::F16, n_blocks, block_size, n_kv_head, head_dim);
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    std::iota(table.begin(), table.end(), 0);
+    fill_cache(kv, table, n_blocks * block_size, 64);
+    std::vector<TestSeq> seqs;
+    seqs.push_back(make_seq(table, 0, 70, n_head, head_dim, 1));
+    seqs.push_back(make_seq(table, 100, 1, n_head, head_dim, 2));
+    check_against_reference(kv, seqs, n_head, &pool, false);
+}
+
 // A query row's output is bit-identical however it is computed: decoded alone (one tile read
-// from the cache), as a row of a prefill or of a prefill chunk of any size (tasks of 1 to 64
-// query vectors, GQA groups split across tiles, K and V through the float copy), beside other
+// from the cache), as a row of a prefill or of a prefill chunk of any size (tasks of 1 to 60
+// query vectors, whole tasks that merge their own chunks, GQA groups split across tiles of 12
+// and of up to 6, K gathered for block sizes the lanes do not divide), beside other
 // sequences, through a shared prefix (rows of several sequences in one task), with or
 // without threads; for F16 and F32 caches, head sizes of whole and partial vectors, and
 // blocks that do and do not divide the key chunks.
