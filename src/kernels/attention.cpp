@@ -150,10 +150,14 @@ void index_merges(AttentionPlan& plan) {
 constexpr int kWholeMinRows = 64;
 constexpr int kWholeMaxChunks = 32;
 
+// Rows whose keys all lie in one chunk (a short context's decode) are whole tasks too: the
+// task's one state per query vector is merged in place, and a batch of only such rows skips
+// the merge step (one barrier per layer fewer).
 bool whole_rows(const AttentionSeq& sq, int group, int32_t private_start, int32_t k1,
                 int32_t chunk) {
-    return group <= kMaxTaskQVecs && private_start == 0 && sq.n_q >= kWholeMinRows &&
-           (k1 + chunk - 1) / chunk <= kWholeMaxChunks;
+    if (group > kMaxTaskQVecs || private_start != 0) return false;
+    const int32_t n_chunks = (k1 + chunk - 1) / chunk;
+    return n_chunks == 1 || (sq.n_q >= kWholeMinRows && n_chunks <= kWholeMaxChunks);
 }
 
 void check_attention_args(const KvLayerView& kv, int n_head) {
