@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 
 #include "hwy/highway.h"
 #include "kernels/attention_common-inl.h"
@@ -42,6 +41,20 @@ HWY_INLINE size_t AttnStateFloats(int head_dim) {
     return (size_t(ops::kAttnStateO) + PaddedHeadDim(head_dim) + 15) / 16 * 16;
 }
 
+// The AttendTile instance for a cache of element type T (uint16_t: F16, float: F32) and this
+// head size: the usual sizes with whole vectors unroll completely.
+using AttendTileFn = void (*)(const ops::KvLayerView&, int, const int32_t*, int32_t, int32_t,
+                              const float*, const int32_t*, int, float*, size_t, float*);
+template <class T>
+AttendTileFn PickAttendTile(int head_dim) {
+    const size_t hd_pad = PaddedHeadDim(head_dim);
+    const size_t n_chunks = hd_pad / hn::Lanes(AF());
+    if (size_t(head_dim) != hd_pad) return &AttendTile<0, T>;
+    if (n_chunks == 4) return &AttendTile<4, T>;
+    if (n_chunks == 8) return &AttendTile<8, T>;
+    return &AttendTile<0, T>;
+}
+
 // Query vectors q[i] (head_dim floats each; position qpos[i]) over the keys at positions
 // [k0, k1) of kv head `head`, read through block_table, cut at the multiples of `chunk`: the
 // partial state of chunk c (c = 0 from k0) and query vector i goes to
@@ -50,7 +63,6 @@ HWY_INLINE size_t AttnStateFloats(int head_dim) {
 void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_table, int32_t k0,
                  int32_t k1, int32_t chunk, const float* const* q, const int32_t* qpos, int nq,
                  float scale, float* states, size_t stride, float* scratch) {
-    const size_t N = hn::Lanes(AF());
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
     // 64-byte aligned: the scaled queries [nq][hd_pad] (the kernel reads d < head_dim), then
     // the kernel's part.
@@ -62,7 +74,8 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
         for (int d = 0; d < kv.head_dim; ++d) dst[d] = q[i][d] * scale;
         max_pos = std::max(max_pos, qpos[i]);
     }
-    const bool f16 = kv.type == DType::F16;
+    const AttendTileFn attend = kv.type == DType::F16 ? PickAttendTile<uint16_t>(kv.head_dim)
+                                                      : PickAttendTile<float>(kv.head_dim);
     for (int32_t c0 = k0; c0 < k1; c0 = (c0 / chunk + 1) * chunk, states += size_t(nq) * stride) {
         for (int i = 0; i < nq; ++i) {
             float* st = states + size_t(i) * stride;
@@ -72,28 +85,7 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
         }
         // No query sees keys beyond its position.
         const int32_t end = std::min({k1, (c0 / chunk + 1) * chunk, max_pos + 1});
-        if (end <= c0) continue;
-        auto run = [&](auto chunks) {
-            constexpr size_t kC = decltype(chunks)::value;
-            if (f16) {
-                AttendTile<kC, uint16_t>(kv, head, block_table, c0, end, qs, qpos, nq, states,
-                                         stride, rest);
-            } else {
-                AttendTile<kC, float>(kv, head, block_table, c0, end, qs, qpos, nq, states, stride,
-                                      rest);
-            }
-        };
-        // The usual head sizes with whole vectors unroll completely.
-        const size_t n_chunks = hd_pad / N;
-        if (size_t(kv.head_dim) != hd_pad) {
-            run(std::integral_constant<size_t, 0>());
-        } else if (n_chunks == 4) {
-            run(std::integral_constant<size_t, 4>());
-        } else if (n_chunks == 8) {
-            run(std::integral_constant<size_t, 8>());
-        } else {
-            run(std::integral_constant<size_t, 0>());
-        }
+        if (end > c0) attend(kv, head, block_table, c0, end, qs, qpos, nq, states, stride, rest);
     }
 }
 

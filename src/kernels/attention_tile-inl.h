@@ -40,6 +40,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // K and V loads (each converting F16) per FMA, for twice the broadcasts.
 constexpr int kTileQ = kFewRegisters ? 2 : 6;
 constexpr int kWideTileQ = kFewRegisters ? 0 : 12;
+constexpr int kMaxTileQ = kTileQ > kWideTileQ ? kTileQ : kWideTileQ;
 constexpr size_t kScoreVecs = kStepVecs < 4 ? kStepVecs : 4;
 
 // Key vectors per score tile and head chunks per values tile for a tile of kQ query vectors.
@@ -247,9 +248,9 @@ HWY_INLINE void AllTilesStep(const float* q, const int32_t* qpos, int nq, const 
 
 // Scratch floats of AttendTile for nq query vectors (beyond the scaled queries).
 HWY_INLINE size_t TileScratchFloats(int nq, size_t hd) {
-    return size_t(nq) * kStepKeys                                  // l
-           + 2 * size_t(std::max(kTileQ, kWideTileQ)) * kStepKeys  // s, p
-           + hd * kStepKeys;  // K of an unaligned step in float, transposed
+    return size_t(nq) * kStepKeys               // l
+           + 2 * size_t(kMaxTileQ) * kStepKeys  // s, p
+           + hd * kStepKeys;                    // K of an unaligned step in float, transposed
 }
 
 // Query vectors qs[i] (scaled, [nq][hd_pad]) at positions qpos[i] over the keys [k0, end) of
@@ -267,9 +268,8 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
     float* lsum = scratch;
     float* s = lsum + size_t(nq) * kStepKeys;
-    float* p = s + size_t(std::max(kTileQ, kWideTileQ)) * kStepKeys;
-    // [hd][kStepKeys], unaligned steps only
-    float* kf = p + size_t(std::max(kTileQ, kWideTileQ)) * kStepKeys;
+    float* p = s + size_t(kMaxTileQ) * kStepKeys;
+    float* kf = p + size_t(kMaxTileQ) * kStepKeys;  // [hd][kStepKeys], unaligned steps only
     std::fill(lsum, lsum + size_t(nq) * kStepKeys, 0.0f);
     const TileState st{states, stride, lsum};
     ForEachKeyStep<T>(kv, head, block_table, k0, end, [&](const KeyStep<T>& ks) {

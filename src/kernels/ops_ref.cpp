@@ -142,23 +142,26 @@ float kv_load(DType type, const uint8_t* base, int64_t i) {
 }
 
 namespace {
-// The V row of position pos of kv head `head`.
-uint8_t* kv_vec(const KvLayerView& kv, const int32_t* block_table, int32_t pos, int head) {
+// Element 0 of position pos of kv head `head` in base (kv.k or kv.v), whose slots are
+// slot_elems elements apart within a block.
+uint8_t* kv_slot(const KvLayerView& kv, uint8_t* base, const int32_t* block_table, int32_t pos,
+                 int head, size_t slot_elems) {
     const size_t elem = kv.type == DType::F16 ? 2 : 4;
     const int32_t block = block_table[pos / kv.block_size];
-    const int slot = pos % kv.block_size;
-    return kv.v + size_t(block) * kv.block_stride + size_t(head) * kv.head_stride +
-           size_t(slot) * size_t(kv.head_dim) * elem;
+    const size_t slot = size_t(pos % kv.block_size);
+    return base + size_t(block) * kv.block_stride + size_t(head) * kv.head_stride +
+           slot * slot_elems * elem;
+}
+
+// The V row of position pos of kv head `head`.
+uint8_t* kv_vec(const KvLayerView& kv, const int32_t* block_table, int32_t pos, int head) {
+    return kv_slot(kv, kv.v, block_table, pos, head, size_t(kv.head_dim));
 }
 
 // The K vector of position pos of kv head `head`: element d at the result + d * block_size
 // elements (stored transposed within the block).
 uint8_t* kv_key(const KvLayerView& kv, const int32_t* block_table, int32_t pos, int head) {
-    const size_t elem = kv.type == DType::F16 ? 2 : 4;
-    const int32_t block = block_table[pos / kv.block_size];
-    const int slot = pos % kv.block_size;
-    return kv.k + size_t(block) * kv.block_stride + size_t(head) * kv.head_stride +
-           size_t(slot) * elem;
+    return kv_slot(kv, kv.k, block_table, pos, head, 1);
 }
 
 // dst[i * stride] = src[i] in `type` (stride in elements).
