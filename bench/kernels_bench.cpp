@@ -1,8 +1,9 @@
 // troupe-bench-kernels: Google Benchmark micro-benchmarks of the kernels (fixed seeds).
 //   build/bin/troupe-bench-kernels --benchmark_format=json
-// Threads come from TROUPE_THREADS (default 2). Matrix benchmarks cycle through copies of
-// the weights larger than the last-level cache (TROUPE_WORKING_SET_MB, default 256), as
-// decode reads the model from DRAM. Counters: bytes_per_second (weights), FLOPS (2 per
+// Threads come from TROUPE_THREADS (default 2). Matrix and attention benchmarks cycle through
+// copies of the weights / the KV cache larger than the last-level cache
+// (TROUPE_WORKING_SET_MB, default 256), as decode reads the model and each layer's cache from
+// DRAM. Counters: bytes_per_second (weights), FLOPS (2 per
 // multiply-add). `troupe bench kernels` prints the same figures against the machine limits.
 #include <benchmark/benchmark.h>
 
@@ -118,27 +119,42 @@ void BM_MatmulQkv(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulQkv)->Arg(0)->Arg(1)->ArgName("fused")->UseRealTime();
 
-// A paged F16 cache with the 135M model's attention shape.
-struct Kv {
-    std::vector<uint8_t> k, v;
-    ops::KvLayerView view;
+// A paged F16 cache with the 135M model's attention shape, copied past the working-set size
+// like the weights: next() cycles through the copies, as a forward pass finds each layer's
+// cache evicted by the weights read since its last visit.
+class Kv {
+  public:
     explicit Kv(int n_blocks) {
-        view.type = DType::F16;
-        view.block_size = 16;
-        view.head_dim = 64;
-        view.n_kv_head = 3;
-        view.head_stride = 16 * 64 * 2;
-        view.block_stride = view.head_stride * 3;
-        k.resize(view.block_stride * size_t(n_blocks));
+        view_.type = DType::F16;
+        view_.block_size = 16;
+        view_.head_dim = 64;
+        view_.n_kv_head = 3;
+        view_.head_stride = 16 * 64 * 2;
+        view_.block_stride = view_.head_stride * 3;
+        bytes_ = view_.block_stride * size_t(n_blocks);
+        n_ = std::max<size_t>(
+            2, (size_t(env_int("TROUPE_WORKING_SET_MB", 256)) << 20) / (2 * bytes_) + 1);
+        k_.resize(bytes_ * n_);
         std::mt19937 rng(4);
-        for (size_t i = 0; i < k.size(); i += 2) {
+        for (size_t i = 0; i < bytes_; i += 2) {
             const uint16_t h = uint16_t(0x3000 + rng() % 0x0c00);
-            std::memcpy(&k[i], &h, 2);
+            std::memcpy(&k_[i], &h, 2);
         }
-        v = k;
-        view.k = k.data();
-        view.v = v.data();
+        for (size_t c = 1; c < n_; ++c) std::memcpy(k_.data() + c * bytes_, k_.data(), bytes_);
+        v_ = k_;
     }
+    ops::KvLayerView next() {
+        ops::KvLayerView v = view_;
+        const size_t at = (i_++ % n_) * bytes_;
+        v.k = k_.data() + at;
+        v.v = v_.data() + at;
+        return v;
+    }
+
+  private:
+    std::vector<uint8_t> k_, v_;
+    ops::KvLayerView view_;
+    size_t bytes_ = 0, n_ = 0, i_ = 0;
 };
 
 // args: sequences, context (tokens before the query), query rows per sequence, shared prefix
@@ -147,7 +163,9 @@ void BM_Attention(benchmark::State& state) {
     const int n_seqs = int(state.range(0)), ctx = int(state.range(1)), n_q = int(state.range(2));
     const int prefix = int(state.range(3));
     const bool grouped = state.range(4) != 0;
-    Kv kv(2048);
+    // Blocks: the shared prefix's, then each sequence's own.
+    const int per_seq = (ctx + n_q + 15) / 16 - prefix / 16;
+    Kv kv(prefix / 16 + n_seqs * per_seq);
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
     std::vector<std::vector<float>> q(static_cast<size_t>(n_seqs)), o(static_cast<size_t>(n_seqs));
     std::vector<ops::AttentionSeq> seqs;
@@ -157,7 +175,7 @@ void BM_Attention(benchmark::State& state) {
     for (int s = 0; s < n_seqs; ++s) {
         tables[size_t(s)] = shared;
         while (int(tables[size_t(s)].size()) * 16 < ctx + n_q)
-            tables[size_t(s)].push_back(next++ % 2048);
+            tables[size_t(s)].push_back(next++);
         q[size_t(s)] = random_floats(size_t(n_q) * 9 * 64, uint32_t(s));
         o[size_t(s)].resize(q[size_t(s)].size());
         seqs.push_back(
@@ -166,7 +184,7 @@ void BM_Attention(benchmark::State& state) {
     const auto groups = grouped ? ops::find_shared_prefixes(seqs.data(), n_seqs, 16)
                                 : std::vector<ops::SharedPrefixGroup>{};
     for (auto _ : state)
-        ops::attention_shared(kv.view, seqs.data(), n_seqs, groups, 9, 0.125f, &pool());
+        ops::attention_shared(kv.next(), seqs.data(), n_seqs, groups, 9, 0.125f, &pool());
     // 2 x head_dim multiply-adds (scores and values) per query row, head and visible key.
     double pairs = 0;
     for (int r = 0; r < n_q; ++r) pairs += double(n_seqs) * 9 * (ctx + r + 1);
@@ -181,6 +199,8 @@ BENCHMARK(BM_Attention)
     ->Args({8, 512, 1, 0, 0})
     ->Args({8, 1008, 1, 1008, 0})
     ->Args({8, 1008, 1, 1008, 1})
+    ->Args({8, 1200, 1, 1104, 1})
+    ->Args({7, 1104, 57, 1104, 1})
     ->Args({1, 0, 512, 0, 0})
     ->Args({1, 0, 1400, 0, 0})
     ->ArgNames({"seqs", "ctx", "rows", "shared", "grouped"})
