@@ -45,12 +45,14 @@ bool AttnHasKernel() {
 
 void AttnRange(const ops::KvLayerView& kv, int head, const int32_t* block_table, int32_t k0,
                int32_t k1, int32_t chunk, const float* const* q, const int32_t* qpos, int nq,
-               float scale, float* states, size_t stride, float* scratch) {
+               float scale, float* states, size_t stride, float* scratch,
+               const PrefetchRuns* next) {
 #if HWY_TARGET != HWY_SCALAR
-    AttendRange(kv, head, block_table, k0, k1, chunk, q, qpos, nq, scale, states, stride, scratch);
+    AttendRange(kv, head, block_table, k0, k1, chunk, q, qpos, nq, scale, states, stride, scratch,
+                next);
 #else
     (void)kv, (void)head, (void)block_table, (void)k0, (void)k1, (void)chunk, (void)q;
-    (void)qpos, (void)nq, (void)scale, (void)states, (void)stride, (void)scratch;
+    (void)qpos, (void)nq, (void)scale, (void)states, (void)stride, (void)scratch, (void)next;
 #endif
 }
 
@@ -80,6 +82,7 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/line_prefetch.h"
 #include "kernels/ops_ref.h"
 #include "util/error.h"
 
@@ -177,11 +180,32 @@ float* output_of(const AttentionPlan& plan, int qid, int hd) {
            (size_t(qv.row) * size_t(plan.n_head) + size_t(qv.head)) * size_t(hd);
 }
 
-// One task: its query vectors over its key range. A plain task writes one state per query
+// The K and V blocks of the first key chunk of task `t` (as many as PrefetchRuns holds).
+void first_blocks_of(const KvLayerView& kv, const AttentionPlan::Task& t, PrefetchRuns& runs) {
+    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    runs.bytes = size_t(kv.block_size) * size_t(kv.head_dim) * elem;
+    runs.n = 0;
+    const int32_t last = std::min(t.k1, (t.k0 / key_chunk(kv.block_size) + 1) *
+                                            key_chunk(kv.block_size)) - 1;
+    for (int32_t b = t.k0 / kv.block_size;
+         b <= last / kv.block_size && runs.n + 2 <= PrefetchRuns::kMaxRuns; ++b) {
+        const size_t at = size_t(t.block_table[b]) * kv.block_stride +
+                          size_t(t.kv_head) * kv.head_stride;
+        runs.run[runs.n++] = kv.k + at;
+        runs.run[runs.n++] = kv.v + at;
+    }
+}
+
+// Task `ti`: its query vectors over its key range. A plain task writes one state per query
 // vector to its slots; a whole task writes one per key chunk and query vector into its own
-// scratch and merges them.
-void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
-              const AttentionPlan::Task& t, float scale, float* states) {
+// scratch and merges them. Meanwhile the blocks of task ti + 1 (usually this participant's
+// next: Region runs its own share in order) are prefetched: decode attention over a cache in
+// DRAM is as much transfer as arithmetic, and this overlaps them.
+void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan, size_t ti, float scale,
+              float* states) {
+    const AttentionPlan::Task& t = plan.tasks[ti];
+    PrefetchRuns next;
+    if (ti + 1 < plan.tasks.size()) first_blocks_of(kv, plan.tasks[ti + 1], next);
     const int nq = t.slot1 - t.slot0;
     TROUPE_CHECK(nq <= kMaxTaskQVecs);
     const int* qids = (t.whole ? plan.whole_qids.data() : plan.task_qids.data()) + t.slot0;
@@ -206,7 +230,7 @@ void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan,
         r.thread_scratch((own_at + (t.whole ? size_t(n_chunks * nq) * sf : 0)) * sizeof(float)));
     float* dst = t.whole ? scratch + own_at : states + size_t(t.slot0) * sf;
     HWY_DYNAMIC_DISPATCH(AttnRange)
-    (kv, t.kv_head, t.block_table, t.k0, t.k1, chunk, q, qpos, nq, scale, dst, sf, scratch);
+    (kv, t.kv_head, t.block_table, t.k0, t.k1, chunk, q, qpos, nq, scale, dst, sf, scratch, &next);
     if (!t.whole) return;
     // A query vector sees no key of the chunks past its position: those states are empty
     // (l = 0), as the plain tasks of the same chunks would give.
@@ -356,7 +380,7 @@ void attention(Region& r, const KvLayerView& kv, const AttentionPlan& plan, floa
     auto* states = static_cast<float*>(
         r.shared_scratch(plan.task_qids.size() * state_floats(kv) * sizeof(float)));
     r.for_each(int64_t(plan.tasks.size()),
-               [&](int64_t t) { run_task(r, kv, plan, plan.tasks[size_t(t)], scale, states); });
+               [&](int64_t t) { run_task(r, kv, plan, size_t(t), scale, states); });
     // The merge: query vectors in equal tasks of at most kMaxQVecsPerTask, at least one per
     // participant (a decode batch has few: 8 sequences x 9 heads are 72). Whole tasks have
     // merged theirs.

@@ -28,6 +28,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/attention_common-inl.h"
+#include "kernels/line_prefetch.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace troupe::HWY_NAMESPACE {
@@ -58,7 +59,7 @@ constexpr size_t TileChunks() {
 // kp[v] + d * stride.
 template <int kQ, size_t kV, class T>
 HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const T* const* kp,
-                          size_t stride, size_t v0, float* HWY_RESTRICT s) {
+                          size_t stride, size_t v0, float* HWY_RESTRICT s, LinePrefetcher& pf) {
     const AF df;
     const size_t N = hn::Lanes(df);
     AV acc[kQ][kV];
@@ -71,6 +72,7 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd,
         }
     }
     for (size_t d = 1; d < hd; ++d) {
+        pf.tick();
         AV k[kV];
         for (size_t v = 0; v < kV; ++v) k[v] = LoadKv(kp[v] + d * stride);
         for (int i = 0; i < kQ; ++i) {
@@ -87,18 +89,18 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd,
 // v, dimensions `stride` elements apart), in register tiles of up to kScoreVecs key vectors.
 template <int kQ, class T>
 HWY_INLINE void Scores(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const T* const* kt,
-                       size_t stride, size_t n_vecs, float* HWY_RESTRICT s) {
+                       size_t stride, size_t n_vecs, float* HWY_RESTRICT s, LinePrefetcher& pf) {
     constexpr size_t kVecs = TileVecs<kQ>();
     size_t v0 = 0;
     for (; v0 + kVecs <= n_vecs; v0 += kVecs)
-        ScoreTile<kQ, kVecs>(q, hd_pad, hd, kt + v0, stride, v0, s);
+        ScoreTile<kQ, kVecs>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
     if constexpr (kVecs > 2) {
         if (v0 + 2 <= n_vecs) {
-            ScoreTile<kQ, 2>(q, hd_pad, hd, kt + v0, stride, v0, s);
+            ScoreTile<kQ, 2>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
             v0 += 2;
         }
     }
-    if (v0 < n_vecs) ScoreTile<kQ, 1>(q, hd_pad, hd, kt + v0, stride, v0, s);
+    if (v0 < n_vecs) ScoreTile<kQ, 1>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
 }
 
 // State of a task's query vectors between steps: the partial states (ops::kAttnState*
@@ -161,7 +163,7 @@ HWY_INLINE void SoftmaxRow(const TileState& st, int i, const float* HWY_RESTRICT
 // o_stride apart) and kCS chunks.
 template <int kQ, size_t kCS, size_t kChunks, class T>
 HWY_INLINE void ValuesTile(const float* HWY_RESTRICT p, const T* const* vrows, size_t hd, int n,
-                           size_t c0, float* HWY_RESTRICT o, size_t o_stride) {
+                           size_t c0, float* HWY_RESTRICT o, size_t o_stride, LinePrefetcher& pf) {
     const AF df;
     const size_t N = hn::Lanes(df);
     AV acc[kQ][kCS];
@@ -169,6 +171,7 @@ HWY_INLINE void ValuesTile(const float* HWY_RESTRICT p, const T* const* vrows, s
         for (size_t c = 0; c < kCS; ++c)
             acc[i][c] = hn::Load(df, o + size_t(i) * o_stride + (c0 + c) * N);
     for (int j = 0; j < n; ++j) {
+        pf.tick();
         AV v[kCS];
         for (size_t c = 0; c < kCS; ++c) v[c] = LoadVChunk<T, kChunks>(vrows[j], c0 + c, hd);
         for (int i = 0; i < kQ; ++i) {
@@ -186,7 +189,7 @@ template <int kQ, size_t kChunks, class TK, class TV>
 HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const TileState& st,
                          int i0, const TK* const* kt, size_t stride, const TV* const* vrows, int n,
                          int32_t pos0, size_t hd, size_t hd_pad, float* HWY_RESTRICT s,
-                         float* HWY_RESTRICT p) {
+                         float* HWY_RESTRICT p, LinePrefetcher& pf) {
     const size_t N = hn::Lanes(AF());
     int vis[kQ];
     int max_vis = 0;
@@ -196,7 +199,7 @@ HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const
     }
     if (max_vis <= 0) return;  // the whole step is in the tile's future
     const size_t n_vecs = (size_t(max_vis) + N - 1) / N;
-    Scores<kQ>(q + size_t(i0) * hd_pad, hd_pad, hd, kt, stride, n_vecs, s);
+    Scores<kQ>(q + size_t(i0) * hd_pad, hd_pad, hd, kt, stride, n_vecs, s, pf);
     for (int i = 0; i < kQ; ++i)
         SoftmaxRow(st, i0 + i, s + size_t(i) * kStepKeys, n_vecs, vis[i], hd_pad,
                    p + size_t(i) * kStepKeys);
@@ -205,27 +208,28 @@ HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const
     size_t c0 = 0;
     constexpr size_t kCS = TileChunks<kQ>();
     for (; c0 + kCS <= n_chunks; c0 += kCS)
-        ValuesTile<kQ, kCS, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride);
-    for (; c0 < n_chunks; ++c0) ValuesTile<kQ, 1, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride);
+        ValuesTile<kQ, kCS, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride, pf);
+    for (; c0 < n_chunks; ++c0) ValuesTile<kQ, 1, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride, pf);
 }
 
 // Every tile of the task over one step; tiles as even as possible.
 template <size_t kChunks, class TK, class TV>
 HWY_INLINE void AllTilesStep(const float* q, const int32_t* qpos, int nq, const TileState& st,
                              const TK* const* kt, size_t stride, const TV* const* vrows, int n,
-                             int32_t pos0, size_t hd, size_t hd_pad, float* s, float* p) {
+                             int32_t pos0, size_t hd, size_t hd_pad, float* s, float* p,
+                             LinePrefetcher& pf) {
     int i0 = 0;
     if constexpr (kWideTileQ > 0) {
         for (; i0 + kWideTileQ <= nq; i0 += kWideTileQ)
             TileStep<kWideTileQ, kChunks>(q, qpos, st, i0, kt, stride, vrows, n, pos0, hd, hd_pad,
-                                          s, p);
+                                          s, p, pf);
     }
     const int n_tiles = (nq - i0 + kTileQ - 1) / kTileQ;
     for (int t = 0; t < n_tiles; ++t) {
         const int tile = (nq - i0) / (n_tiles - t);  // as even as possible
         const auto run = [&](auto k) {
             TileStep<decltype(k)::value, kChunks>(q, qpos, st, i0, kt, stride, vrows, n, pos0, hd,
-                                                  hd_pad, s, p);
+                                                  hd_pad, s, p, pf);
         };
         if (tile == 1) {
             run(std::integral_constant<int, 1>());
@@ -256,12 +260,14 @@ HWY_INLINE size_t TileScratchFloats(int nq, size_t hd) {
 // Query vectors qs[i] (scaled, [nq][hd_pad]) at positions qpos[i] over the keys [k0, end) of
 // kv head `head` (one key chunk or less); the partial states states[i * stride] (64-byte
 // aligned, the layout of ops::kAttnState*), which start empty (m = -inf, l = 0, o = 0), are
-// updated in place. scratch: 64-byte aligned, TileScratchFloats floats.
+// updated in place. scratch: 64-byte aligned, TileScratchFloats floats. next (may be null):
+// memory read after this call, prefetched a little per iteration of the inner loops.
 // T: uint16_t (F16 cache) or float (F32).
 template <size_t kChunks, class T>
 HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t* block_table,
                              int32_t k0, int32_t end, const float* qs, const int32_t* qpos, int nq,
-                             float* states, size_t stride, float* scratch) {
+                             float* states, size_t stride, float* scratch,
+                             const PrefetchRuns* next) {
     const AF df;
     const size_t N = hn::Lanes(df);
     const size_t hd = size_t(kv.head_dim);
@@ -272,12 +278,13 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
     float* kf = p + size_t(kMaxTileQ) * kStepKeys;  // [hd][kStepKeys], unaligned steps only
     std::fill(lsum, lsum + size_t(nq) * kStepKeys, 0.0f);
     const TileState st{states, stride, lsum};
+    LinePrefetcher pf(next);
     ForEachKeyStep<T>(kv, head, block_table, k0, end, [&](const KeyStep<T>& ks) {
         if (ks.aligned) {  // key vectors straight from the cache
             const T* kt[kStepVecs];
             for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = ks.k[v * N];
             AllTilesStep<kChunks>(qs, qpos, nq, st, kt, ks.k_stride, ks.v, ks.n, ks.pos0, hd,
-                                  hd_pad, s, p);
+                                  hd_pad, s, p, pf);
             return;
         }
         // Runs of N keys cross blocks: gather the step's K in float, element by element.
@@ -287,7 +294,7 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
         const float* kt[kStepVecs];
         for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = kf + v * N;
         AllTilesStep<kChunks>(qs, qpos, nq, st, kt, kStepKeys, ks.v, ks.n, ks.pos0, hd, hd_pad, s,
-                              p);
+                              p, pf);
     });
     for (int i = 0; i < nq; ++i)
         states[size_t(i) * stride + ops::kAttnStateL] = SumStepSums(lsum + size_t(i) * kStepKeys);
