@@ -200,7 +200,8 @@ std::vector<SharedPrefixGroup> find_shared_prefixes(const AttentionSeq* seqs, in
                                                     int block_size, int min_blocks = 1);
 
 // attention() with explicit groups (none: every sequence reads all its keys itself). The
-// query rows of all sequences of a group attend to the shared blocks together, as
+// query rows of the sequences of a group attend to the shared blocks together (but for
+// sequences with many rows, a prefill, which read all their keys themselves), as
 // matrix-matrix work that reads each shared K/V block once for all of them, giving partial
 // results (running max, sum of exponentials, unnormalised output); each sequence then adds
 // its private blocks and the partial results merge by log-sum-exp. Same result as
