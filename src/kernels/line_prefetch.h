@@ -48,6 +48,11 @@ class LinePrefetcher {
         }
     }
 
+    // Every line has been requested.
+    bool done() const { return p_ >= end_; }
+    // The next line requested.
+    const uint8_t* next_line() const { return p_; }
+
   private:
     const uint8_t* p_ = nullptr;
     const uint8_t* end_ = nullptr;

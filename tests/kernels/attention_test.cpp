@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/line_prefetch.h"
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "kernels/thread_pool.h"
@@ -296,22 +297,32 @@ void check_rows_batch_invariant(const InvarianceCase& c, ThreadPool& pool) {
                 expect_rows(out, r0, n, "chunk");
             }
         }
-        // Sequences sharing every block (grouped as a shared prefix): decodes, and decodes
-        // beside prefill chunks.
-        for (bool with_chunks : {false, true}) {
-            const int first[] = {140, 260, 299, 180, 230};
-            const int n_q[] = {1, 1, 1, 7, 20};
-            const int n_seqs = with_chunks ? 5 : 3;
+        // Sequences sharing every block (grouped as a shared prefix): decodes; decodes beside
+        // prefill chunks, of which the long one (32 rows or more) reads the prefix itself;
+        // and a decode beside a long chunk, which leaves no group at all.
+        struct Member {
+            int first, n_q;
+        };
+        const std::vector<std::vector<Member>> batches = {
+            {{140, 1}, {260, 1}, {299, 1}},
+            {{140, 1}, {260, 1}, {299, 1}, {180, 7}, {230, 20}, {250, 40}},
+            {{299, 1}, {200, 64}},
+        };
+        for (const std::vector<Member>& members : batches) {
+            const int n_seqs = int(members.size());
             std::vector<std::vector<float>> outs;
             std::vector<ops::AttentionSeq> batch;
-            for (int i = 0; i < n_seqs; ++i) outs.emplace_back(row * size_t(n_q[i]));
-            for (int i = 0; i < n_seqs; ++i)
-                batch.push_back({table.data(), first[i], n_q[i], q.data() + size_t(first[i]) * row,
+            for (const Member& m : members) outs.emplace_back(row * size_t(m.n_q));
+            for (int i = 0; i < n_seqs; ++i) {
+                const Member& m = members[size_t(i)];
+                batch.push_back({table.data(), m.first, m.n_q, q.data() + size_t(m.first) * row,
                                  outs[size_t(i)].data()});
+            }
             ASSERT_EQ(ops::find_shared_prefixes(batch.data(), n_seqs, c.block_size).size(), 1u);
             ops::attention(kv.view, batch.data(), n_seqs, n_head, 0.125f, &pool);
             for (int i = 0; i < n_seqs; ++i)
-                expect_rows(outs[size_t(i)], first[i], n_q[i], "shared");
+                expect_rows(outs[size_t(i)], members[size_t(i)].first, members[size_t(i)].n_q,
+                            "shared");
         }
     });
 }
@@ -379,6 +390,29 @@ TEST(Attention, KvStoreMatchesReferenceBitForBit) {
             EXPECT_EQ(got.v, want.v);
         });
     }
+}
+
+// The prefetcher of the next task's blocks visits every run in order, two lines per tick.
+TEST(LinePrefetcher, WalksEveryRunInOrder) {
+    std::vector<uint8_t> mem(16384);
+    PrefetchRuns runs;
+    runs.bytes = 640;  // 10 lines: 5 ticks per run
+    const size_t at[] = {4096, 0, 8192};
+    for (size_t a : at) runs.run[runs.n++] = mem.data() + a;
+    LinePrefetcher pf(&runs);
+    for (size_t r = 0; r < 3; ++r) {
+        for (size_t line = 0; line < 10; line += 2) {
+            ASSERT_FALSE(pf.done());
+            EXPECT_EQ(pf.next_line(), mem.data() + at[r] + line * 64) << "run " << r;
+            pf.tick();
+        }
+    }
+    EXPECT_TRUE(pf.done());
+    pf.tick();  // past the end: nothing
+    EXPECT_TRUE(pf.done());
+    EXPECT_TRUE(LinePrefetcher(nullptr).done());
+    PrefetchRuns none;
+    EXPECT_TRUE(LinePrefetcher(&none).done());
 }
 
 }  // namespace
