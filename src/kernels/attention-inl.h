@@ -61,7 +61,7 @@ AttendTileFn PickAttendTile(int head_dim) {
 // partial state of chunk c (c = 0 from k0) and query vector i goes to
 // states + (c * nq + i) * stride (ops::kAttnState* layout; 64-byte aligned). scratch:
 // AttendScratchFloats(kv, nq) floats. next (may be null): memory read after this range (the
-// next task's first keys), prefetched during the first chunk.
+// next task's first keys), prefetched during the last chunk.
 void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_table, int32_t k0,
                  int32_t k1, int32_t chunk, const float* const* q, const int32_t* qpos, int nq,
                  float scale, float* states, size_t stride, float* scratch,
@@ -79,6 +79,8 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
     }
     const AttendTileFn attend = kv.type == DType::F16 ? PickAttendTile<uint16_t>(kv.head_dim)
                                                       : PickAttendTile<float>(kv.head_dim);
+    // The last chunk with keys some query vector sees: it prefetches `next`.
+    const int32_t last_c0 = std::max(k0, (std::min(k1, max_pos + 1) - 1) / chunk * chunk);
     for (int32_t c0 = k0; c0 < k1; c0 = (c0 / chunk + 1) * chunk, states += size_t(nq) * stride) {
         for (int i = 0; i < nq; ++i) {
             float* st = states + size_t(i) * stride;
@@ -88,10 +90,9 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
         }
         // No query sees keys beyond its position.
         const int32_t end = std::min({k1, (c0 / chunk + 1) * chunk, max_pos + 1});
-        if (end > c0) {
-            attend(kv, head, block_table, c0, end, qs, qpos, nq, states, stride, rest, next);
-            next = nullptr;
-        }
+        if (end > c0)
+            attend(kv, head, block_table, c0, end, qs, qpos, nq, states, stride, rest,
+                   c0 == last_c0 ? next : nullptr);
     }
 }
 

@@ -7,7 +7,10 @@
 // - Prefill: tiles of query rows; each row only reads keys up to its own position.
 // - Shared prefixes: sequences whose block tables begin with the same physical blocks read
 //   those blocks once for all their query vectors (one task set over the shared range), then
-//   each adds its private remainder, and the two partial results merge.
+//   each adds its private remainder, and the two partial results merge. A long prefill
+//   beside them (reads_alone) reads the prefix itself.
+// - Each task prefetches the first blocks of the task after it (the same participant's next)
+//   while it computes.
 // Tasks run longest first, so that the pool's dynamic split ends with short ones.
 #include "kernels/simd_targets.h"  // first: decides the targets
 
@@ -81,8 +84,8 @@ HWY_AFTER_NAMESPACE();
 #include <limits>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "kernels/line_prefetch.h"
+#include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "util/error.h"
 
@@ -148,14 +151,25 @@ void index_merges(AttentionPlan& plan) {
 }
 
 // Long prefills run as whole tasks: enough rows for the threads to share, and few enough
-// chunks for the states to stay in the thread's scratch. Such a sequence reads its keys
-// itself even where it shares a prefix with others in the batch (the suffixes of agents
-// sharing a context): its own rows already fill tasks of kMaxTaskQVecs, so reading the shared
-// blocks together saves no loads, while a state per chunk and query vector (megabytes for a
-// few hundred rows) would go through memory and a merge step. Measured with 7 suffixes of 57
-// rows over a 1,104-token shared prefix: 3.4 -> 3.0 ms per layer.
+// chunks for the states to stay in the thread's scratch.
 constexpr int kWholeMinRows = 32;
 constexpr int kWholeMaxChunks = 32;
+
+int32_t n_chunks_to(int32_t k1, int32_t chunk) {
+    return (k1 + chunk - 1) / chunk;
+}
+
+// A sequence that shares a prefix with others in the batch but reads all its keys itself, as
+// whole tasks: a prefill whose own query vectors fill tasks of kMaxTaskQVecs (an agent's
+// private suffix after a shared context), so reading the shared blocks together with the
+// others would save no loads, while a state per chunk and query vector (megabytes for a few
+// hundred rows) would go through memory and a merge step. Measured with 7 suffixes of 57 rows
+// over a 1,104-token shared prefix: 3.4-3.6 -> 3.0-3.1 ms per layer.
+bool reads_alone(const AttentionSeq& sq, int group, int32_t chunk) {
+    return sq.n_q >= kWholeMinRows && sq.n_q * group >= kMaxTaskQVecs &&
+           group <= kMaxTaskQVecs &&
+           n_chunks_to(sq.first_pos + sq.n_q, chunk) <= kWholeMaxChunks;
+}
 
 // Rows whose keys all lie in one chunk (a short context's decode) are whole tasks too: the
 // task's one state per query vector is merged in place, and a batch of only such rows skips
@@ -163,7 +177,7 @@ constexpr int kWholeMaxChunks = 32;
 bool whole_rows(const AttentionSeq& sq, int group, int32_t private_start, int32_t k1,
                 int32_t chunk) {
     if (group > kMaxTaskQVecs || private_start != 0) return false;
-    const int32_t n_chunks = (k1 + chunk - 1) / chunk;
+    const int32_t n_chunks = n_chunks_to(k1, chunk);
     return n_chunks == 1 || (sq.n_q >= kWholeMinRows && n_chunks <= kWholeMaxChunks);
 }
 
@@ -200,16 +214,25 @@ void first_blocks_of(const KvLayerView& kv, const AttentionPlan::Task& t, Prefet
     }
 }
 
+// Whether task ti + 1 is the one this participant runs after task ti: it is, unless ti + 1
+// begins a participant's share (Region runs each share in order, from its start).
+bool next_is_mine(const Region& r, size_t ti, size_t n_tasks) {
+    if (ti + 1 >= n_tasks) return false;
+    for (int p = 0; p < r.size(); ++p)
+        if (r.share(int64_t(n_tasks), p).first == int64_t(ti + 1)) return false;
+    return true;
+}
+
 // Task `ti`: its query vectors over its key range. A plain task writes one state per query
 // vector to its slots; a whole task writes one per key chunk and query vector into its own
-// scratch and merges them. Meanwhile the blocks of task ti + 1 (usually this participant's
-// next: Region runs its own share in order) are prefetched: decode attention over a cache in
-// DRAM is as much transfer as arithmetic, and this overlaps them.
+// scratch and merges them. Meanwhile the first blocks of this participant's next task are
+// prefetched: decode attention over a cache in DRAM is as much transfer as arithmetic, and
+// this overlaps them.
 void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan, size_t ti, float scale,
               float* states) {
     const AttentionPlan::Task& t = plan.tasks[ti];
     PrefetchRuns next;
-    if (ti + 1 < plan.tasks.size()) first_blocks_of(kv, plan.tasks[ti + 1], next);
+    if (next_is_mine(r, ti, plan.tasks.size())) first_blocks_of(kv, plan.tasks[ti + 1], next);
     const int nq = t.slot1 - t.slot0;
     TROUPE_CHECK(nq <= kMaxTaskQVecs);
     const int* qids = (t.whole ? plan.whole_qids.data() : plan.task_qids.data()) + t.slot0;
@@ -312,11 +335,22 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
     std::vector<int> qids;
     std::vector<int> members;
     for (const SharedPrefixGroup& g : groups) {
-        const int32_t shared_end = g.n_blocks * kv.block_size / chunk * chunk;
+        // The members that read the prefix together, and the blocks they all share (a long
+        // prefill that leaves may have been the one that shortened the group's prefix).
         members.clear();
         for (int s : g.seqs)
-            if (seqs[s].n_q < kWholeMinRows) members.push_back(s);
-        if (shared_end == 0 || members.size() < 2) continue;
+            if (!reads_alone(seqs[s], group, chunk)) members.push_back(s);
+        if (members.size() < 2) continue;
+        const int32_t* first = seqs[members.front()].block_table;
+        int n_blocks = n_blocks_of(seqs[members.front()], kv.block_size);
+        for (size_t m = 1; m < members.size(); ++m) {
+            const AttentionSeq& sq = seqs[members[m]];
+            const int limit = std::min(n_blocks, n_blocks_of(sq, kv.block_size));
+            n_blocks = 0;
+            while (n_blocks < limit && sq.block_table[n_blocks] == first[n_blocks]) ++n_blocks;
+        }
+        const int32_t shared_end = n_blocks * kv.block_size / chunk * chunk;
+        if (shared_end == 0) continue;
         for (int s : members) private_start[size_t(s)] = shared_end;
         for (int h = 0; h < kv.n_kv_head; ++h) {
             qids.clear();
@@ -324,7 +358,7 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                 for (int r = 0; r < seqs[s].n_q; ++r)
                     for (int j = 0; j < group; ++j)
                         qids.push_back(qbase[size_t(s)] + r * n_head + h * group + j);
-            add_tasks(plan, qids, h, seqs[members.front()].block_table, 0, shared_end, chunk);
+            add_tasks(plan, qids, h, first, 0, shared_end, chunk);
         }
     }
     // Private keys: tiles of rows, each reading keys up to its last row's position.

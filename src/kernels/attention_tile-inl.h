@@ -209,7 +209,8 @@ HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const
     constexpr size_t kCS = TileChunks<kQ>();
     for (; c0 + kCS <= n_chunks; c0 += kCS)
         ValuesTile<kQ, kCS, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride, pf);
-    for (; c0 < n_chunks; ++c0) ValuesTile<kQ, 1, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride, pf);
+    for (; c0 < n_chunks; ++c0)
+        ValuesTile<kQ, 1, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride, pf);
 }
 
 // Every tile of the task over one step; tiles as even as possible.

@@ -35,21 +35,21 @@ class LinePrefetcher {
         last_ = runs->run + runs->n;
     }
 
-    // Prefetches the next two lines into L2 (a line past a run's end is harmless: prefetches
-    // never fault).
+    // Prefetches the next two lines into L2 (the addresses stay within the runs).
     inline void tick() {
-        if (p_ >= end_) return;
+        if (p_ == end_) return;
+        const size_t left = size_t(end_ - p_);
         __builtin_prefetch(p_, 0, 2);
-        __builtin_prefetch(p_ + 64, 0, 2);
-        p_ += 128;
-        if (p_ >= end_ && next_ < last_) {
+        if (left > 64) __builtin_prefetch(p_ + 64, 0, 2);
+        p_ += left > 128 ? 128 : left;
+        if (p_ == end_ && next_ < last_) {
             p_ = *next_++;
             end_ = p_ + bytes_;
         }
     }
 
     // Every line has been requested.
-    bool done() const { return p_ >= end_; }
+    bool done() const { return p_ == end_; }
     // The next line requested.
     const uint8_t* next_line() const { return p_; }
 

@@ -204,8 +204,8 @@ std::vector<SharedPrefixGroup> find_shared_prefixes(const AttentionSeq* seqs, in
 // sequences with many rows, a prefill, which read all their keys themselves), as
 // matrix-matrix work that reads each shared K/V block once for all of them, giving partial
 // results (running max, sum of exponentials, unnormalised output); each sequence then adds
-// its private blocks and the partial results merge by log-sum-exp. Same result as
-// attention() up to float rounding.
+// its private blocks and the partial results merge by log-sum-exp. The same bits as
+// attention() (see attention_common-inl.h).
 void attention_shared(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                       const std::vector<SharedPrefixGroup>& groups, int n_head, float scale,
                       ThreadPool* pool);

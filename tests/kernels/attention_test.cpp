@@ -392,6 +392,66 @@ TEST(Attention, KvStoreMatchesReferenceBitForBit) {
     }
 }
 
+// A long prefill beside decodes that share its first blocks reads the prefix itself (whole
+// tasks), and the decodes share the longer prefix common to them alone; every row keeps the
+// bits it has alone. Block tables end exactly at the last block used, so that a read past
+// them (planning, prefetching the next task's blocks) shows under the sanitizers.
+TEST(Attention, LongPrefillsReadSharedPrefixesThemselves) {
+    ThreadPool pool(2);
+    const int bs = 16, n_kv_head = 3, n_head = 9, hd = 64;
+    TestKv kv(DType::F16, 64, bs, n_kv_head, hd);
+    std::vector<int32_t> common(12);
+    std::iota(common.begin(), common.end(), 0);
+    fill_cache(kv, common, 12 * bs, 3);
+    std::vector<int32_t> own = {common[0], common[1], common[2], 40, 41, 42, 43};
+    fill_cache(kv, own, 7 * bs, 4);  // rewrites blocks 0-2 the same way for every reader
+    std::vector<TestSeq> seqs;
+    seqs.push_back(make_seq(common, 191, 1, n_head, hd, 11));  // keys end on a block boundary
+    seqs.push_back(make_seq(common, 185, 1, n_head, hd, 12));
+    seqs.push_back(make_seq(own, 60, 40, n_head, hd, 13));  // 40 rows: 120 query vectors/head
+    std::vector<ops::AttentionSeq> batch;
+    for (TestSeq& s : seqs) batch.push_back(s.seq);
+    const auto groups = ops::find_shared_prefixes(batch.data(), 3, bs);
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_EQ(groups[0].n_blocks, 3);  // the prefill shortens the group's prefix
+
+    ops::AttentionPlan plan;
+    ops::plan_attention(kv.view, batch.data(), 3, n_head, true, plan);
+    for (int qid : plan.task_qids) EXPECT_NE(plan.qvecs[size_t(qid)].seq, 2);
+    int prefill_whole = 0;
+    for (int qid : plan.whole_qids) prefill_whole += plan.qvecs[size_t(qid)].seq == 2;
+    EXPECT_EQ(prefill_whole, 40 * n_head);
+    int shared_tasks = 0;  // the decodes read keys [0, 128) together: 8 blocks, not 3
+    for (const ops::AttentionPlan::Task& t : plan.tasks) {
+        if (t.whole || t.k0 != 0 || t.k1 != 128) continue;
+        bool a = false, b = false;
+        for (int i = t.slot0; i < t.slot1; ++i) {
+            a |= plan.qvecs[size_t(plan.task_qids[size_t(i)])].seq == 0;
+            b |= plan.qvecs[size_t(plan.task_qids[size_t(i)])].seq == 1;
+        }
+        shared_tasks += a && b;
+    }
+    EXPECT_EQ(shared_tasks, n_kv_head);
+
+    check_against_reference(kv, seqs, n_head, &pool, true);
+    for_each_target([&] {
+        ops::attention(kv.view, batch.data(), 3, n_head, 0.125f, &pool);
+        for (TestSeq& s : seqs) {
+            const std::vector<float> together = s.out;
+            ops::attention(kv.view, &s.seq, 1, n_head, 0.125f, &pool);
+            EXPECT_EQ(s.out, together) << "first position " << s.seq.first_pos;
+        }
+    });
+    // One sequence whose keys end on a block boundary, two chunks: the first chunk's task
+    // prefetches the second's blocks up to the table's last entry.
+    std::vector<int32_t> table16(16);
+    std::iota(table16.begin(), table16.end(), 20);
+    fill_cache(kv, table16, 16 * bs, 5);
+    std::vector<TestSeq> alone;
+    alone.push_back(make_seq(table16, 255, 1, n_head, hd, 14));
+    check_against_reference(kv, alone, n_head, &pool, true);
+}
+
 // The prefetcher of the next task's blocks visits every run in order, two lines per tick.
 TEST(LinePrefetcher, WalksEveryRunInOrder) {
     std::vector<uint8_t> mem(16384);
