@@ -1,7 +1,8 @@
 // Machine-limit probes, run on the same threads as the kernels so that kernel figures can be
 // shown as a fraction of what this machine can do:
 // - read bandwidth: every thread streams its own slice of a buffer far larger than the
-//   last-level cache, summing floats (the access pattern of decode: read each byte once);
+//   last-level cache, summing floats (the access pattern of decode: read each byte once),
+//   with software prefetches as far ahead as the matrix-vector kernels';
 // - FMA throughput: every thread runs independent chains of float fused multiply-adds in
 //   registers (the arithmetic limit of matrix-matrix products);
 // - int8 dot throughput: the same with the 8-bit dot product the quantised kernels use.
