@@ -159,18 +159,6 @@ int32_t n_chunks_to(int32_t k1, int32_t chunk) {
     return (k1 + chunk - 1) / chunk;
 }
 
-// A sequence that shares a prefix with others in the batch but reads all its keys itself, as
-// whole tasks: a prefill whose own query vectors fill tasks of kMaxTaskQVecs (an agent's
-// private suffix after a shared context), so reading the shared blocks together with the
-// others would save no loads, while a state per chunk and query vector (megabytes for a few
-// hundred rows) would go through memory and a merge step. Measured with 7 suffixes of 57 rows
-// over a 1,104-token shared prefix: 3.4-3.6 -> 3.0-3.1 ms per layer.
-bool reads_alone(const AttentionSeq& sq, int group, int32_t chunk) {
-    return sq.n_q >= kWholeMinRows && sq.n_q * group >= kMaxTaskQVecs &&
-           group <= kMaxTaskQVecs &&
-           n_chunks_to(sq.first_pos + sq.n_q, chunk) <= kWholeMaxChunks;
-}
-
 // Rows whose keys all lie in one chunk (a short context's decode) are whole tasks too: the
 // task's one state per query vector is merged in place, and a batch of only such rows skips
 // the merge step (one barrier per layer fewer).
@@ -179,6 +167,24 @@ bool whole_rows(const AttentionSeq& sq, int group, int32_t private_start, int32_
     if (group > kMaxTaskQVecs || private_start != 0) return false;
     const int32_t n_chunks = n_chunks_to(k1, chunk);
     return n_chunks == 1 || (sq.n_q >= kWholeMinRows && n_chunks <= kWholeMaxChunks);
+}
+
+// A sequence that shares a prefix with others in the batch but reads all its keys itself, as
+// whole tasks: a prefill whose own query vectors fill tasks of kMaxTaskQVecs (an agent's
+// private suffix after a shared context), so reading the shared blocks together with the
+// others would save no loads, while a state per chunk and query vector (megabytes for a few
+// hundred rows) would go through memory and a merge step. Measured with 7 suffixes of 57 rows
+// over a 1,104-token shared prefix: 3.4-3.6 -> 3.0-3.1 ms per layer.
+bool reads_alone(const AttentionSeq& sq, int group, int32_t chunk) {
+    return sq.n_q >= kWholeMinRows && sq.n_q * group >= kMaxTaskQVecs &&
+           whole_rows(sq, group, 0, sq.first_pos + sq.n_q, chunk);
+}
+
+// Leading block-table entries a and b share, at most `limit`.
+int common_blocks(const AttentionSeq& a, const AttentionSeq& b, int limit) {
+    int n = 0;
+    while (n < limit && a.block_table[n] == b.block_table[n]) ++n;
+    return n;
 }
 
 void check_attention_args(const KvLayerView& kv, int n_head) {
@@ -203,8 +209,8 @@ void first_blocks_of(const KvLayerView& kv, const AttentionPlan::Task& t, Prefet
     const size_t elem = kv.type == DType::F16 ? 2 : 4;
     runs.bytes = size_t(kv.block_size) * size_t(kv.head_dim) * elem;
     runs.n = 0;
-    const int32_t last = std::min(t.k1, (t.k0 / key_chunk(kv.block_size) + 1) *
-                                            key_chunk(kv.block_size)) - 1;
+    const int32_t chunk = key_chunk(kv.block_size);
+    const int32_t last = std::min(t.k1, (t.k0 / chunk + 1) * chunk) - 1;
     for (int32_t b = t.k0 / kv.block_size;
          b <= last / kv.block_size && runs.n + 2 <= PrefetchRuns::kMaxRuns; ++b) {
         const size_t at = size_t(t.block_table[b]) * kv.block_stride +
@@ -294,9 +300,8 @@ std::vector<SharedPrefixGroup> find_shared_prefixes(const AttentionSeq* seqs, in
         int common = n_blocks_of(seqs[a], block_size);
         for (int b = a + 1; b < n_seqs; ++b) {
             if (used[size_t(b)]) continue;
-            const int limit = std::min(common, n_blocks_of(seqs[b], block_size));
-            int n = 0;
-            while (n < limit && seqs[a].block_table[n] == seqs[b].block_table[n]) ++n;
+            const int n = common_blocks(
+                seqs[a], seqs[b], std::min(common, n_blocks_of(seqs[b], block_size)));
             if (n < min_blocks) continue;
             common = n;
             g.seqs.push_back(b);
@@ -341,13 +346,11 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
         for (int s : g.seqs)
             if (!reads_alone(seqs[s], group, chunk)) members.push_back(s);
         if (members.size() < 2) continue;
-        const int32_t* first = seqs[members.front()].block_table;
-        int n_blocks = n_blocks_of(seqs[members.front()], kv.block_size);
+        const AttentionSeq& first = seqs[members.front()];
+        int n_blocks = n_blocks_of(first, kv.block_size);
         for (size_t m = 1; m < members.size(); ++m) {
             const AttentionSeq& sq = seqs[members[m]];
-            const int limit = std::min(n_blocks, n_blocks_of(sq, kv.block_size));
-            n_blocks = 0;
-            while (n_blocks < limit && sq.block_table[n_blocks] == first[n_blocks]) ++n_blocks;
+            n_blocks = common_blocks(first, sq, std::min(n_blocks, n_blocks_of(sq, kv.block_size)));
         }
         const int32_t shared_end = n_blocks * kv.block_size / chunk * chunk;
         if (shared_end == 0) continue;
@@ -358,7 +361,7 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                 for (int r = 0; r < seqs[s].n_q; ++r)
                     for (int j = 0; j < group; ++j)
                         qids.push_back(qbase[size_t(s)] + r * n_head + h * group + j);
-            add_tasks(plan, qids, h, first, 0, shared_end, chunk);
+            add_tasks(plan, qids, h, first.block_table, 0, shared_end, chunk);
         }
     }
     // Private keys: tiles of rows, each reading keys up to its last row's position.

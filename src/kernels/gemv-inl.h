@@ -19,6 +19,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/dot-inl.h"
+#include "kernels/line_prefetch.h"
 #include "kernels/matmul_act.h"
 #include "kernels/ops.h"
 #include "kernels/simd-inl.h"
@@ -32,12 +33,8 @@ namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR  // the one-lane target uses the reference dot products
 
-// Software prefetch distance. Decode streams the weights from DRAM; with prefetches 16 KiB
-// ahead a row-at-a-time kernel reads as fast as the bandwidth probe (measured on Zen 5).
-#ifndef TROUPE_PREFETCH_BYTES
-#define TROUPE_PREFETCH_BYTES 16384
-#endif
-constexpr size_t kPrefetchBytes = TROUPE_PREFETCH_BYTES;
+// Software prefetch distance (line_prefetch.h): decode streams the weights from DRAM.
+constexpr size_t kPrefetchBytes = kStreamPrefetchBytes;
 
 // Vector tags of the 8-bit kernels: at most one 32-value block per vector (256-bit on AVX2
 // and AVX-512, 128-bit on SSE4 and NEON, two vectors per block there).

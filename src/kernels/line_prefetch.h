@@ -6,13 +6,22 @@
 // arithmetic take turns (measured on decode attention over a cache evicted to DRAM: the time
 // was the in-cache time plus the transfer time; spreading the same prefetches over the loops
 // cut decode attention by a fifth to a quarter). Used by the attention kernel to fetch the next
-// task's K and V blocks (attention.cpp); not SIMD, shared by every target.
+// task's K and V blocks (attention.cpp); not SIMD, shared by every target. Also the distance
+// the streaming kernels and the read probe prefetch ahead.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 namespace troupe {
+
+// How far ahead the kernels that stream weights from DRAM (gemv-inl.h, gemm-inl.h) and the
+// read-bandwidth probe prefetch: with prefetches 16 KiB ahead a row-at-a-time kernel reads as
+// fast as the memory allows (measured on Zen 5). -DTROUPE_PREFETCH_BYTES=N overrides it.
+#ifndef TROUPE_PREFETCH_BYTES
+#define TROUPE_PREFETCH_BYTES 16384
+#endif
+constexpr size_t kStreamPrefetchBytes = TROUPE_PREFETCH_BYTES;
 
 // Runs of contiguous bytes, all of the same length, in the order they will be read.
 struct PrefetchRuns {

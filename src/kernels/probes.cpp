@@ -9,6 +9,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/dot-inl.h"
+#include "kernels/line_prefetch.h"
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
@@ -17,17 +18,14 @@ HWY_BEFORE_NAMESPACE();
 namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Software prefetch distance of the read probe: the matrix-vector kernels' (gemv-inl.h,
-// kPrefetchBytes). With the hardware prefetcher alone the probe read ~10% less than those
-// kernels stream on the development machine, which put decode above "100% of the roofline".
-constexpr size_t kReadAheadBytes = 16384;
-
 // Sum of n floats (n a multiple of 8 vectors), eight independent accumulators, prefetching
-// kReadAheadBytes ahead.
+// as far ahead as the streaming kernels (kStreamPrefetchBytes): with the hardware prefetcher
+// alone the probe read ~10% less than those kernels stream on the development machine, which
+// put decode above "100% of the roofline".
 float ReadSum(const float* HWY_RESTRICT p, size_t n) {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
-    const size_t ahead = kReadAheadBytes / sizeof(float);
+    const size_t ahead = kStreamPrefetchBytes / sizeof(float);
     auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     for (size_t i = 0; i + 8 * N <= n; i += 8 * N) {
         if (i + ahead + 8 * N <= n)
