@@ -86,10 +86,34 @@ void warn_repeated_inputs(const Workflow& wf, const InputValues& inputs, const T
     }
 }
 
+// prompt + max_tokens of each task against the context length (see the header).
+void warn_context_length(const Workflow& wf, const std::vector<LintTask>& tasks, int n_ctx,
+                         std::vector<std::string>& warnings) {
+    if (n_ctx <= 0) return;
+    const std::string ctx = std::to_string(n_ctx);
+    for (size_t t = 0; t < tasks.size(); ++t) {
+        const LintTask& lt = tasks[t];
+        const int gen = wf.agent_of(int(t)).settings.max_tokens;
+        if (lt.prompt_tokens + gen > n_ctx) {
+            warnings.push_back("task " + lt.id + ": its prompt (" +
+                               std::to_string(lt.prompt_tokens) + " tokens) and max_tokens (" +
+                               std::to_string(gen) + ") exceed the model's context length (" +
+                               ctx + "): the engine will refuse it");
+        } else if (lt.max_prompt_tokens + gen > n_ctx) {
+            warnings.push_back(
+                "task " + lt.id + ": with its upstream outputs at their agents' max_tokens its "
+                "prompt can reach " + std::to_string(lt.max_prompt_tokens) + " tokens, which "
+                "with max_tokens (" + std::to_string(gen) + ") exceeds the model's context "
+                "length (" + ctx + "): it may be refused; lower the max_tokens or shorten the "
+                "shared context");
+        }
+    }
+}
+
 }  // namespace
 
 LintReport lint_workflow(const Workflow& wf, const InputValues& inputs, const ChatRenderer& render,
-                         const Tokenize& tokenize) {
+                         const Tokenize& tokenize, int context_length) {
     LintReport rep;
     const std::vector<UpstreamResult> up = placeholders(wf);
     std::vector<std::vector<int32_t>> toks;
@@ -104,6 +128,10 @@ LintReport lint_workflow(const Workflow& wf, const InputValues& inputs, const Ch
         lt.id = wf.tasks[t].id;
         lt.agent = wf.tasks[t].agent;
         lt.prompt_tokens = int(toks[t].size());
+        lt.max_prompt_tokens = lt.prompt_tokens;
+        for (const TemplateRef& r : wf.tasks[t].prompt.refs())
+            if (r.kind == TemplateRef::Kind::Output)
+                lt.max_prompt_tokens += wf.agent_of(wf.find_task(r.name)).settings.max_tokens;
         for (size_t o = 0; o < wf.tasks.size(); ++o) {
             if (o == t) continue;
             const int n = common_prefix(toks[t], toks[o]);
@@ -133,6 +161,7 @@ LintReport lint_workflow(const Workflow& wf, const InputValues& inputs, const Ch
                                " tokens): little for the prefix cache to save");
     warn_duplicated_roles(wf, inputs, tokenize, rep.warnings);
     warn_repeated_inputs(wf, inputs, tokenize, rep.warnings);
+    warn_context_length(wf, rep.tasks, context_length, rep.warnings);
     return rep;
 }
 

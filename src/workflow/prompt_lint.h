@@ -15,7 +15,10 @@
 //   - agents whose roles begin with the same long text (rules copied into every agent's
 //     system prompt: the seed's most common pitfall; move them into a shared block);
 //   - a long input placed in several tasks' prompts, after their prefixes diverge, so it is
-//     encoded once per task instead of once per run.
+//     encoded once per task instead of once per run;
+//   - (given the model's context length) a task whose prompt plus max_tokens does not fit:
+//     the engine will refuse it; or that may not fit once its upstream outputs are in, each
+//     counted at its agent's max_tokens.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,7 @@ struct LintTask {
     int shared_tokens = 0;    // longest common prefix with any other task
     std::string shared_with;  // that task ("" if there is no other task)
     int reused_tokens = 0;    // longest common prefix with a task earlier in dependency order
+    int max_prompt_tokens = 0;  // prompt_tokens + its upstream outputs' max_tokens (upper bound)
 };
 
 struct LintReport {
@@ -51,8 +55,9 @@ struct LintReport {
 // Warnings count texts of at least this many tokens as "long".
 constexpr int kLintLongText = 32;
 
+// context_length: the model's (tokens per sequence); 0 = unknown, not checked.
 LintReport lint_workflow(const Workflow& wf, const InputValues& inputs, const ChatRenderer& render,
-                         const Tokenize& tokenize);
+                         const Tokenize& tokenize, int context_length = 0);
 
 // The report as a table and a list of warnings (trailing newline).
 std::string format_lint(const Workflow& wf, const LintReport& report);

@@ -108,8 +108,9 @@ std::string format_summary(const RunSummary& s) {
 }
 
 double speedup(const RunSummary& optimised, const RunSummary& baseline) {
-    return optimised.wall_ms > 0 && baseline.wall_ms > 0 ? baseline.wall_ms / optimised.wall_ms
-                                                         : 0.0;
+    const bool comparable = optimised.n_tasks_failed == 0 && baseline.n_tasks_failed == 0 &&
+                            optimised.wall_ms > 0 && baseline.wall_ms > 0;
+    return comparable ? baseline.wall_ms / optimised.wall_ms : 0.0;
 }
 
 std::string format_comparison(const RunSummary& optimised, const RunSummary& baseline) {
@@ -122,9 +123,17 @@ std::string format_comparison(const RunSummary& optimised, const RunSummary& bas
                       a[i].second.c_str(), b[i].second.c_str());
         out += buf;
     }
-    std::snprintf(buf, sizeof buf, "speed-up: %.2fx wall time (baseline %.2f s -> %.2f s)\n",
-                  speedup(optimised, baseline), baseline.wall_ms / 1000.0,
-                  optimised.wall_ms / 1000.0);
+    const double x = speedup(optimised, baseline);
+    if (x > 0) {
+        std::snprintf(buf, sizeof buf, "speed-up: %.2fx wall time (baseline %.2f s -> %.2f s)\n",
+                      x, baseline.wall_ms / 1000.0, optimised.wall_ms / 1000.0);
+    } else {  // a run that skipped or failed tasks did less work: its time proves nothing
+        std::snprintf(buf, sizeof buf,
+                      "speed-up: not measured, tasks did not finish ok (optimised %d of %d, "
+                      "baseline %d of %d)\n",
+                      optimised.n_tasks_failed, optimised.n_tasks, baseline.n_tasks_failed,
+                      baseline.n_tasks);
+    }
     return out + buf;
 }
 

@@ -22,10 +22,12 @@ nlohmann::ordered_json run_to_json(const RunResult& run);
 std::string format_summary(const RunSummary& s);
 
 // Optimised against baseline, side by side, ending with the speed-up line
-// ("speed-up: 3.12x wall time (baseline 10.40 s -> 3.33 s)").
+// ("speed-up: 3.12x wall time (baseline 10.40 s -> 3.33 s)"), or, when either run has a task
+// that did not finish ok, "speed-up: not measured, ..." with the counts.
 std::string format_comparison(const RunSummary& optimised, const RunSummary& baseline);
 
-// baseline wall / optimised wall (0 when either is 0).
+// baseline wall / optimised wall; 0 when either is 0 or either run has a task that did not
+// finish ok (fallback, skipped, failed: that run did less work).
 double speedup(const RunSummary& optimised, const RunSummary& baseline);
 
 }  // namespace troupe::workflow

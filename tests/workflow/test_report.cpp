@@ -111,6 +111,39 @@ TEST(Lint, LongInputRepeatedInTaskPrompts) {
         << rep.warnings[0];
 }
 
+TEST(Lint, TasksBeyondTheContextLength) {
+    const Workflow wf = parse_workflow(team(words(60, "rule"), ""), "t.yaml");
+    const LintReport free = lint_workflow(wf, {}, zephyr, word_tokens);  // not checked
+    EXPECT_TRUE(free.warnings.empty());
+    const int gen = wf.agents[0].settings.max_tokens;  // every agent: the default
+    const LintTask& plan = free.tasks[0];
+    const LintTask& write_a = free.tasks[1];
+    EXPECT_EQ(plan.max_prompt_tokens, plan.prompt_tokens);  // no upstream output
+    EXPECT_EQ(write_a.max_prompt_tokens, write_a.prompt_tokens + gen);  // plan's output
+
+    // Room for every prompt and its own max_tokens, not for plan's output in the writers'.
+    const int n_ctx = write_a.prompt_tokens + gen + 1;
+    const LintReport tight = lint_workflow(wf, {}, zephyr, word_tokens, n_ctx);
+    ASSERT_EQ(tight.warnings.size(), 2u);
+    EXPECT_NE(tight.warnings[0].find("task write_a: with its upstream outputs at their agents' "
+                                     "max_tokens its prompt can reach " +
+                                     std::to_string(write_a.max_prompt_tokens)),
+              std::string::npos)
+        << tight.warnings[0];
+    EXPECT_NE(tight.warnings[1].find("task write_b:"), std::string::npos);
+
+    const LintReport small = lint_workflow(wf, {}, zephyr, word_tokens, plan.prompt_tokens);
+    ASSERT_EQ(small.warnings.size(), 3u);
+    EXPECT_NE(small.warnings[0].find("task plan: its prompt (" +
+                                     std::to_string(plan.prompt_tokens) +
+                                     " tokens) and max_tokens (" + std::to_string(gen) +
+                                     ") exceed the model's context length (" +
+                                     std::to_string(plan.prompt_tokens) +
+                                     "): the engine will refuse it"),
+              std::string::npos)
+        << small.warnings[0];
+}
+
 TEST(RunReport, JsonHasTheDocumentedShape) {
     const Workflow wf = parse_workflow(team(words(20, "rule"), ""), "t.yaml");
     troupe::testing::FakeClock clock;
@@ -140,8 +173,14 @@ TEST(RunReport, JsonHasTheDocumentedShape) {
     const std::string table = format_summary(r.summary);
     EXPECT_NE(table.find("critical path"), std::string::npos) << table;
     EXPECT_NE(table.find("prefix-cache hit rate"), std::string::npos) << table;
+    // r has a failed task: no speed-up is claimed for it.
     RunSummary slow = r.summary;
     slow.wall_ms = r.summary.wall_ms * 3;
-    EXPECT_DOUBLE_EQ(speedup(r.summary, slow), 3.0);
-    EXPECT_NE(format_comparison(r.summary, slow).find("speed-up: 3.00x"), std::string::npos);
+    EXPECT_EQ(speedup(r.summary, slow), 0.0);
+    EXPECT_NE(format_comparison(r.summary, slow).find("speed-up: not measured"),
+              std::string::npos);
+    RunSummary fast = r.summary;
+    fast.n_tasks_failed = slow.n_tasks_failed = 0;
+    EXPECT_DOUBLE_EQ(speedup(fast, slow), 3.0);
+    EXPECT_NE(format_comparison(fast, slow).find("speed-up: 3.00x"), std::string::npos);
 }

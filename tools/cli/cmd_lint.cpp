@@ -39,7 +39,7 @@ int run_lint(const LintOptions& o) {
     }
     const ModelText text = load_model_text(o.model_path);
     const workflow::LintReport rep =
-        workflow::lint_workflow(wf, inputs, text.render, text.tokenize);
+        workflow::lint_workflow(wf, inputs, text.render, text.tokenize, text.context_length);
     std::printf("%s", workflow::format_lint(wf, rep).c_str());
     return o.strict && !rep.warnings.empty() ? kExitWarnings : 0;
 }

@@ -65,6 +65,7 @@ ModelText load_model_text(const std::string& model_path) {
     text.tokenize = [model](const std::string& prompt) {
         return model->tokenizer().tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
     };
+    text.context_length = model->hparams().n_ctx_train;
     return text;
 }
 

@@ -32,6 +32,7 @@ std::unique_ptr<InferenceBackend> make_backend(const BackendOptions& options);
 struct ModelText {
     workflow::ChatRenderer render;  // messages -> prompt, with the generation prompt
     workflow::Tokenize tokenize;    // prompt -> ids, special tokens parsed, BOS per the vocab
+    int context_length = 0;         // the model's trained context (tokens per sequence)
 };
 
 // Reads the tokenizer and `tokenizer.chat_template` from a GGUF file. Throws troupe::Error

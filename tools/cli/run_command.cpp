@@ -131,7 +131,8 @@ int compare_with_baseline(const Context& c) {
     if (c.o.json) {
         nlohmann::ordered_json j = run_to_json(o);
         j["baseline"] = run_to_json(b);
-        j["speedup"] = speedup(o.summary, b.summary);
+        const double x = speedup(o.summary, b.summary);  // 0: a run had failed tasks
+        j["speedup"] = x > 0 ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
         j["same_outputs"] = diff.empty();
         j["runs"] = {{"baseline_wall_ms", walls(base)}, {"optimised_wall_ms", walls(opt)}};
         print_json(c.out, j);
