@@ -25,7 +25,6 @@ void prepare(const HParams& hp, const Batch& batch, const std::vector<float>& ro
              std::span<const ops::KvLayerView> kv, ForwardWorkspace& ws) {
     const size_t n = size_t(batch.n_tokens());
     grow(ws.x, n * hp.n_embd);
-    grow(ws.xb, n * hp.n_embd);
     grow(ws.q, n * hp.n_embd_q());
     grow(ws.k, n * hp.n_embd_kv());
     grow(ws.v, n * hp.n_embd_kv());
@@ -33,7 +32,8 @@ void prepare(const HParams& hp, const Batch& batch, const std::vector<float>& ro
     grow(ws.proj, n * hp.n_embd);
     grow(ws.gate, n * hp.n_ff);
     grow(ws.up, n * hp.n_ff);
-    grow(ws.out, size_t(batch.n_logit_rows()) * hp.n_embd);
+    const size_t n_out = size_t(batch.n_logit_rows());
+    grow(ws.out, n_out * hp.n_embd);
     ws.pos.resize(n);
     ws.attn_seqs.resize(batch.seqs.size());
     size_t t = 0;
@@ -51,6 +51,21 @@ void prepare(const HParams& hp, const Batch& batch, const std::vector<float>& ro
     ops::rope_angles(ws.pos.data(), int64_t(n), rope, ws.rope.data());
     ops::plan_attention(kv[0], ws.attn_seqs.data(), int(ws.attn_seqs.size()), hp.n_head,
                         batch.shared_prefix_attention, ws.attn_plan);
+    // The last layer's attention for the rows that want logits only (when that is not all):
+    // their queries gathered into q_out, their outputs into the first rows of attn.
+    ws.out_seqs.clear();
+    if (n_out == 0 || n_out == n) return;
+    grow(ws.q_out, n_out * hp.n_embd_q());
+    size_t row = 0;
+    for (const BatchSeq& bs : batch.seqs) {
+        if (bs.n_logits == 0) continue;
+        ws.out_seqs.push_back({bs.block_table.data(), bs.first_pos + bs.n_tokens - bs.n_logits,
+                               bs.n_logits, ws.q_out.data() + row * hp.n_embd_q(),
+                               ws.attn.data() + row * hp.n_embd_q()});
+        row += size_t(bs.n_logits);
+    }
+    ops::plan_attention(kv[0], ws.out_seqs.data(), int(ws.out_seqs.size()), hp.n_head,
+                        batch.shared_prefix_attention, ws.out_plan);
 }
 
 // y[r, :] += b for every row (qwen2's q/k/v biases); nothing without a bias.
@@ -91,21 +106,15 @@ void rotate_and_store(Region& r, const HParams& hp, const ops::RopeParams& rope,
     });
 }
 
-// The rows that want logits (each sequence's last n_logits tokens): x itself when every row
-// does (decode), else copied into ws.out.
-const float* logit_rows(Region& r, const HParams& hp, const Batch& batch, ForwardWorkspace& ws) {
-    if (batch.n_logit_rows() == batch.n_tokens()) return ws.x.data();
-    r.serial([&] {
-        int row = 0;
-        size_t t = 0;
-        for (const BatchSeq& s : batch.seqs) {
-            for (int32_t i = s.n_tokens - s.n_logits; i < s.n_tokens; ++i, ++row)
-                std::copy_n(ws.x.data() + (t + size_t(i)) * hp.n_embd, hp.n_embd,
-                            ws.out.data() + size_t(row) * hp.n_embd);
-            t += size_t(s.n_tokens);
-        }
-    });
-    return ws.out.data();
+// Copies the rows that want logits (each sequence's last n_logits tokens) of src
+// ([n_tokens, width]) to dst ([n_logit_rows, width]), in batch order.
+void gather_logit_rows(const Batch& batch, const float* src, size_t width, float* dst) {
+    size_t row = 0, t = 0;
+    for (const BatchSeq& s : batch.seqs) {
+        for (int32_t i = s.n_tokens - s.n_logits; i < s.n_tokens; ++i, ++row)
+            std::copy_n(src + (t + size_t(i)) * width, width, dst + row * width);
+        t += size_t(s.n_tokens);
+    }
 }
 
 }  // namespace
@@ -136,37 +145,55 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
         for (int il = 0; il < hp.n_layer; ++il) {
             const LayerWeights& l = w_.layers[size_t(il)];
             const ops::KvLayerView& cache = kv[size_t(il)];
+            const bool last = il + 1 == hp.n_layer;
             // attention block: Q, K, V of rms_norm(x) in one step
             const std::array<ops::Weight, 3> qkv = qkv_of(il);
             float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
-            ops::prefetch_next_matmul(r, &l.wo, 1, n);
+            ops::prefetch_next_matmul(r, &l.wo, 1, last ? n_out : n);
             ops::matmul_many(r, qkv.data(), 3,
                              {.x = x, .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n);
             add_bias(r, ws.q.data(), l.bq, n);
             add_bias(r, ws.k.data(), l.bk, n);
             add_bias(r, ws.v.data(), l.bv, n);
             rotate_and_store(r, hp, rope, cache, ws);
-            ops::attention(r, cache, ws.attn_plan, scale);
+            // The rest of the last layer only matters for the rows that want logits (every
+            // row's K and V are in the cache now): when those are not all the rows, it runs
+            // on them alone, gathered (llama.cpp does the same). Their bits do not change:
+            // products and attention do not depend on the other rows of a batch.
+            float* xl = x;  // [nl, n_embd] the rows this layer finishes
+            int64_t nl = n;
+            const ops::AttentionPlan* plan = &ws.attn_plan;
+            if (last && n_out < n) {
+                if (n_out == 0) break;
+                r.serial([&] {
+                    gather_logit_rows(batch, ws.q.data(), hp.n_embd_q(), ws.q_out.data());
+                    gather_logit_rows(batch, x, hp.n_embd, ws.out.data());
+                });
+                xl = ws.out.data(), nl = n_out, plan = &ws.out_plan;
+            }
+            ops::attention(r, cache, *plan, scale);
             const ops::Weight gate_up[] = {l.w_gate, l.w_up};
-            ops::prefetch_next_matmul(r, gate_up, 2, n);
-            ops::matmul(r, l.wo, {.x = ws.attn.data()}, ws.proj.data(), n, x);  // x += wo attn
+            ops::prefetch_next_matmul(r, gate_up, 2, nl);
+            ops::matmul(r, l.wo, {.x = ws.attn.data()}, ws.proj.data(), nl, xl);  // x += wo attn
             // feed-forward block (SwiGLU): gate and up of rms_norm(x), then x += down swiglu
             float* const gate_up_out[] = {ws.gate.data(), ws.up.data()};
-            ops::prefetch_next_matmul(r, &l.w_down, 1, n);
-            ops::matmul_many(r, gate_up, 2, {.x = x, .norm = l.ffn_norm.data(), .eps = hp.rms_eps},
-                             gate_up_out, n);
-            if (il + 1 < hp.n_layer) {
+            ops::prefetch_next_matmul(r, &l.w_down, 1, nl);
+            ops::matmul_many(r, gate_up, 2,
+                             {.x = xl, .norm = l.ffn_norm.data(), .eps = hp.rms_eps}, gate_up_out,
+                             nl);
+            if (!last) {
                 ops::prefetch_next_matmul(r, qkv_of(il + 1).data(), 3, n);
             } else {
                 ops::prefetch_next_matmul(r, &w_.output, 1, n_out);
             }
-            ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), n,
-                        x);
+            ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), nl,
+                        xl);
         }
-        // output: projection of the final norm of the rows that want logits only
+        // output: projection of the final norm of the rows that want logits (x itself when
+        // every row does, else the rows the last layer finished in ws.out)
         r.prefetch_next(nullptr, nullptr);  // nothing is read after the output
         if (n_out == 0) return;
-        const float* rows = logit_rows(r, hp, batch, ws);
+        const float* rows = n_out == n ? x : ws.out.data();
         ops::matmul(r, w_.output, {.x = rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps},
                     logits, n_out);
     });

@@ -25,7 +25,6 @@ namespace troupe {
 // Scratch buffers of one forward pass, grown on demand and reused across steps.
 struct ForwardWorkspace {
     std::vector<float> x;      // [n_tokens, n_embd] residual stream
-    std::vector<float> xb;     // [n_tokens, n_embd] normed input of a sub-layer
     std::vector<float> q;      // [n_tokens, n_embd_q]
     std::vector<float> k;      // [n_tokens, n_embd_kv]
     std::vector<float> v;      // [n_tokens, n_embd_kv]
@@ -33,11 +32,15 @@ struct ForwardWorkspace {
     std::vector<float> proj;   // [n_tokens, n_embd] output of wo / w_down
     std::vector<float> gate;   // [n_tokens, n_ff]
     std::vector<float> up;     // [n_tokens, n_ff]
-    std::vector<float> out;    // [n_logit_rows, n_embd] final normed rows
+    std::vector<float> out;    // [n_logit_rows, n_embd] residual stream of the rows that want
+                               // logits, through the last layer (when not every row does)
+    std::vector<float> q_out;  // [n_logit_rows, n_embd_q] their queries in the last layer
     std::vector<float> rope;   // [n_tokens, n_rot] cos | sin of each token's rotary angles
     std::vector<int32_t> pos;  // [n_tokens]
     std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
     ops::AttentionPlan attn_plan;              // the same for every layer of a pass
+    std::vector<ops::AttentionSeq> out_seqs;   // [seqs with logits]: the last layer's queries
+    ops::AttentionPlan out_plan;               // (q_out -> attn), when not every row wants logits
 };
 
 class Model {

@@ -1,0 +1,126 @@
+// Model::forward's contract on the rows that want logits: the last layer runs only on them
+// (when they are not all the rows), and that changes no bit of their logits nor of the KV
+// the pass stores. Checked against passes where every row wants logits, on the bundled model.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "model/kv_buffer.h"
+#include "model/model.h"
+
+namespace troupe {
+namespace {
+
+const Model& tiny() {
+    static const std::unique_ptr<Model> m =
+        Model::load(std::string(TROUPE_SOURCE_DIR) + "/models/troupe-tiny-q8_0.gguf");
+    return *m;
+}
+
+std::vector<int32_t> some_tokens(int n, int seed) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) t[size_t(i)] = 100 + (seed * 7919 + i * 104729) % 3000;
+    return t;
+}
+
+// One sequence of a test batch: its tokens, where they start, the logits it asks for, and
+// which blocks of the shared KV buffer it uses.
+struct Seq {
+    std::vector<int32_t> tokens;
+    int32_t first_pos;
+    int32_t n_logits;
+    std::vector<int32_t> blocks;
+};
+
+// Runs one pass over seqs; logits [n_logit_rows, n_vocab].
+std::vector<float> run(const Model& m, test::KvBuffer& kv, const std::vector<Seq>& seqs,
+                       bool all_logits, ThreadPool& pool, ForwardWorkspace& ws) {
+    Batch b;
+    for (const Seq& s : seqs) {
+        b.tokens.insert(b.tokens.end(), s.tokens.begin(), s.tokens.end());
+        const int32_t n = int32_t(s.tokens.size());
+        b.seqs.push_back({s.blocks, s.first_pos, n, all_logits ? n : s.n_logits});
+    }
+    std::vector<float> logits(size_t(b.n_logit_rows()) * size_t(m.hparams().n_vocab));
+    m.forward(b, kv.views, ws, &pool, logits.data());
+    return logits;
+}
+
+// Logit rows of seqs as asked for (n_logits each), taken from a pass where every row had them.
+std::vector<float> asked_rows(const std::vector<Seq>& seqs, const std::vector<float>& all,
+                              int n_vocab) {
+    std::vector<float> out;
+    size_t row = 0;
+    for (const Seq& s : seqs) {
+        const size_t n = s.tokens.size();
+        const size_t first = row + n - size_t(s.n_logits);
+        out.insert(out.end(), all.begin() + ptrdiff_t(first * size_t(n_vocab)),
+                   all.begin() + ptrdiff_t((row + n) * size_t(n_vocab)));
+        row += n;
+    }
+    return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<int32_t> range(int a, int b) {
+    std::vector<int32_t> v;
+    for (int i = a; i < b; ++i) v.push_back(i);
+    return v;
+}
+
+TEST(Forward, LogitsDoNotDependOnWhichRowsAskForThem) {
+    const Model& m = tiny();
+    const int nv = m.hparams().n_vocab;
+    ThreadPool pool(2);
+    // Blocks of 16: a 32-token prefix in blocks 0-1 that b and c share (their private blocks
+    // follow), and a sequence d of its own.
+    const std::vector<Seq> prefix = {{some_tokens(32, 1), 0, 0, range(0, 2)}};
+    const std::vector<Seq> step = {
+        {some_tokens(40, 2), 32, 1, {0, 1, 2, 3, 4}},  // a prefill after the shared prefix
+        {some_tokens(21, 3), 32, 3, {0, 1, 5, 6}},     // the same, three logit rows
+        {some_tokens(50, 4), 0, 50, range(7, 11)},     // every row: the last layer keeps it
+        {some_tokens(9, 5), 0, 0, {11}},               // no logits at all
+    };
+    std::vector<float> want, got;
+    for (bool all : {true, false}) {
+        test::KvBuffer kv(m.hparams(), 16 * 12);
+        ForwardWorkspace ws;
+        run(m, kv, prefix, all, pool, ws);
+        std::vector<float> logits = run(m, kv, step, all, pool, ws);
+        // A decode step of every sequence reads the KV both passes stored, last layer too.
+        std::vector<Seq> decode;
+        for (const Seq& s : step)
+            decode.push_back({{s.tokens.back()}, s.first_pos + int32_t(s.tokens.size()), 1,
+                              s.blocks});
+        const std::vector<float> next = run(m, kv, decode, all, pool, ws);
+        (all ? want : got) = all ? asked_rows(step, logits, nv) : logits;
+        (all ? want : got).insert((all ? want : got).end(), next.begin(), next.end());
+    }
+    ASSERT_EQ(got.size(), size_t(1 + 3 + 50 + 0 + 4) * size_t(nv));
+    EXPECT_TRUE(same_bits(got, want));
+}
+
+TEST(Forward, PrefillChunksWithoutLogitsStoreTheSameKv) {
+    const Model& m = tiny();
+    ThreadPool pool(2);
+    const std::vector<int32_t> prompt = some_tokens(70, 6);
+    std::vector<float> want, got;
+    for (bool all : {true, false}) {
+        test::KvBuffer kv(m.hparams(), 96);
+        ForwardWorkspace ws;
+        const std::vector<int32_t> blocks = kv.block_table;
+        // Two chunks that ask for no logits, then the last token.
+        run(m, kv, {{{prompt.begin(), prompt.begin() + 33}, 0, 0, blocks}}, all, pool, ws);
+        run(m, kv, {{{prompt.begin() + 33, prompt.end() - 1}, 33, 0, blocks}}, all, pool, ws);
+        (all ? want : got) = run(m, kv, {{{prompt.back()}, 69, 1, blocks}}, all, pool, ws);
+    }
+    EXPECT_TRUE(same_bits(got, want));
+}
+
+}  // namespace
+}  // namespace troupe
