@@ -129,6 +129,24 @@ TEST(RunCommand, CompareBaselineReportsSpeedupAndSameOutputs) {
     EXPECT_NE(text.out.find("outputs: identical in both runs"), std::string::npos) << text.out;
 }
 
+TEST(RunCommand, CompareBaselineClaimsNoSpeedupWhenTasksFail) {
+    FakeFactory f;
+    f.scripts["plan"] = {.fail_attempts = 10};  // fails in both runs; its dependents block
+    RunCommandOptions o = options();
+    o.compare_baseline = true;
+    o.json = true;
+    const Captured c = run(o, f);
+    EXPECT_EQ(c.code, kExitTasksFailed);
+    const nlohmann::json j = nlohmann::json::parse(c.out);
+    EXPECT_TRUE(j["speedup"].is_null()) << j["speedup"];
+    o.json = false;
+    const Captured text = run(o, f);
+    EXPECT_NE(text.out.find("speed-up: not measured, tasks did not finish ok (optimised 6 of 6, "
+                            "baseline 6 of 6)"),
+              std::string::npos)
+        << text.out;
+}
+
 TEST(RunCommand, LabelledStreamAndFailureExitCode) {
     FakeFactory f;
     f.scripts["plan"] = {.fail_attempts = 10};  // the planner has no fallback
