@@ -10,6 +10,11 @@
 #include "util/error.h"
 #include "util/sysinfo.h"
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#define TROUPE_KV_MMAP 1
+#endif
+
 namespace troupe::kv {
 
 namespace {
@@ -43,6 +48,14 @@ size_t KvGeometry::bytes_per_block() const {
     return 2 * size_t(n_layer) * half_bytes(*this);
 }
 
+size_t KvGeometry::head_bytes() const {
+    return size_t(block_size) * size_t(head_dim) * elem_size(type);
+}
+
+int KvGeometry::pieces_per_block() const {
+    return 2 * n_layer * n_kv_head;
+}
+
 int64_t KvGeometry::blocks_for_budget(uint64_t bytes) const {
     const size_t per_block = bytes_per_block();
     if (per_block == 0) return 0;
@@ -69,43 +82,67 @@ KvStorage::KvStorage(const KvGeometry& geometry, int n_blocks) : geometry_(geome
     bytes_per_block_ = geometry_.bytes_per_block();
     if (bytes_per_block_ > std::numeric_limits<size_t>::max() / size_t(n_blocks))
         throw Error("kv cache: size overflows");
+    const size_t bytes = size_bytes();
+    const std::string failed = "kv cache: cannot allocate " + std::to_string(bytes >> 20) +
+                               " MiB for " + std::to_string(n_blocks) + " blocks";
+#if TROUPE_KV_MMAP
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw Error(failed);
+#if defined(MADV_NOHUGEPAGE)
+    madvise(p, bytes, MADV_NOHUGEPAGE);  // a hint: see the header
+#endif
+    data_ = static_cast<uint8_t*>(p);
+    mapped_bytes_ = bytes;
+#else
     data_ = static_cast<uint8_t*>(std::calloc(size_t(n_blocks), bytes_per_block_));
-    if (!data_)
-        throw Error("kv cache: cannot allocate " + std::to_string(size_bytes() >> 20) +
-                    " MiB for " + std::to_string(n_blocks) + " blocks");
+    if (!data_) throw Error(failed);
+#endif
+}
+
+void KvStorage::release() {
+    if (!data_) return;
+#if TROUPE_KV_MMAP
+    munmap(data_, mapped_bytes_);
+#else
+    std::free(data_);
+#endif
+    data_ = nullptr;
+    mapped_bytes_ = 0;
 }
 
 KvStorage::~KvStorage() {
-    std::free(data_);
+    release();
 }
 
 KvStorage::KvStorage(KvStorage&& other) noexcept
     : geometry_(other.geometry_),
       n_blocks_(std::exchange(other.n_blocks_, 0)),
       bytes_per_block_(other.bytes_per_block_),
-      data_(std::exchange(other.data_, nullptr)) {}
+      data_(std::exchange(other.data_, nullptr)),
+      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)) {}
 
 KvStorage& KvStorage::operator=(KvStorage&& other) noexcept {
     if (this != &other) {
-        std::free(data_);
+        release();
         geometry_ = other.geometry_;
         n_blocks_ = std::exchange(other.n_blocks_, 0);
         bytes_per_block_ = other.bytes_per_block_;
         data_ = std::exchange(other.data_, nullptr);
+        mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
     }
     return *this;
 }
 
 ops::KvLayerView KvStorage::layer_view(int layer) const {
     TROUPE_CHECK(data_ && layer >= 0 && layer < geometry_.n_layer);
-    const size_t half = half_bytes(geometry_);
+    const size_t hb = geometry_.head_bytes();
+    const size_t array = size_t(n_blocks_) * hb;  // one piece of every block
     ops::KvLayerView view;
     view.type = geometry_.type;
-    view.k = data_ + size_t(2 * layer) * half;
-    view.v = view.k + half;
-    view.block_stride = bytes_per_block_;
-    view.head_stride =
-        size_t(geometry_.block_size) * size_t(geometry_.head_dim) * elem_size(geometry_.type);
+    view.k = data_ + size_t(2 * layer) * size_t(geometry_.n_kv_head) * array;
+    view.v = view.k + size_t(geometry_.n_kv_head) * array;
+    view.block_stride = hb;
+    view.head_stride = array;
     view.block_size = geometry_.block_size;
     view.head_dim = geometry_.head_dim;
     view.n_kv_head = geometry_.n_kv_head;
@@ -114,17 +151,19 @@ ops::KvLayerView KvStorage::layer_view(int layer) const {
 
 void KvStorage::copy_block(int src, int dst) {
     TROUPE_CHECK(src != dst);
-    std::memcpy(block_data(dst), block_data(src), bytes_per_block_);
+    const size_t hb = geometry_.head_bytes();
+    for (int i = 0; i < geometry_.pieces_per_block(); ++i)
+        std::memcpy(piece(dst, i), piece(src, i), hb);
 }
 
-uint8_t* KvStorage::block_data(int block) {
-    TROUPE_CHECK(data_ && block >= 0 && block < n_blocks_);
-    return data_ + size_t(block) * bytes_per_block_;
+uint8_t* KvStorage::piece(int block, int i) {
+    TROUPE_CHECK(data_ && block >= 0 && block < n_blocks_ && i >= 0 &&
+                 i < geometry_.pieces_per_block());
+    return data_ + (size_t(i) * size_t(n_blocks_) + size_t(block)) * geometry_.head_bytes();
 }
 
-const uint8_t* KvStorage::block_data(int block) const {
-    TROUPE_CHECK(data_ && block >= 0 && block < n_blocks_);
-    return data_ + size_t(block) * bytes_per_block_;
+const uint8_t* KvStorage::piece(int block, int i) const {
+    return const_cast<KvStorage*>(this)->piece(block, i);
 }
 
 }  // namespace troupe::kv

@@ -233,8 +233,10 @@ TEST(BlockManager, ForkSharesAndCopiesOnWrite) {
     SeqKv parent, child;
     Tokens tp = range(1, 6);  // one full block + 2 slots of a partial one
     prefill(bm, parent, tp, "");
+    const size_t hb = g.head_bytes();
     for (int32_t b : parent.blocks)
-        std::memset(storage.block_data(b), 0x40 + b, storage.bytes_per_block());
+        for (int i = 0; i < g.pieces_per_block(); ++i)
+            std::memset(storage.piece(b, i), 0x40 + b + i, hb);
     bm.fork(parent, 6, child);
     EXPECT_EQ(child.blocks, parent.blocks);
     EXPECT_EQ(bm.pool().ref_count(parent.blocks[1]), 2);
@@ -246,9 +248,11 @@ TEST(BlockManager, ForkSharesAndCopiesOnWrite) {
     ASSERT_TRUE(bm.allocate_slots(child, tc, 6, 7));
     EXPECT_EQ(child.blocks[0], parent.blocks[0]);  // full blocks stay shared
     EXPECT_NE(child.blocks[1], parent.blocks[1]);
-    EXPECT_EQ(std::memcmp(storage.block_data(child.blocks[1]), storage.block_data(parent.blocks[1]),
-                          storage.bytes_per_block()),
-              0);
+    for (int i = 0; i < g.pieces_per_block(); ++i)
+        EXPECT_EQ(std::memcmp(storage.piece(child.blocks[1], i),
+                              storage.piece(parent.blocks[1], i), hb),
+                  0)
+            << "piece " << i;
     EXPECT_EQ(bm.pool().ref_count(parent.blocks[1]), 1);
     EXPECT_EQ(bm.stats().n_cow_copies, 1u);
     // The parent now owns its partial block alone: no copy.

@@ -114,26 +114,35 @@ void check_layout(DType type) {
             }
         }
     }
+    // The header's addressing, from the buffer's base: piece (2 * layer + kv) * n_kv_head + h
+    // is one array over the blocks.
+    const uint8_t* base = kv.piece(0, 0);
+    const size_t hb = g.head_bytes();
     for (int p = 0; p < 12; ++p) {
-        const uint8_t* block = kv.block_data(block_table[size_t(p / g.block_size)]);
-        const int slot = p % g.block_size;
+        const size_t block = size_t(block_table[size_t(p / g.block_size)]);
+        const size_t slot = size_t(p % g.block_size);
         for (int layer = 0; layer < g.n_layer; ++layer)
             for (int kvi = 0; kvi < 2; ++kvi)
-                for (int h = 0; h < g.n_kv_head; ++h)
+                for (int h = 0; h < g.n_kv_head; ++h) {
+                    const size_t piece =
+                        (size_t(layer) * 2 + size_t(kvi)) * size_t(g.n_kv_head) + size_t(h);
+                    const uint8_t* run = base + (piece * size_t(kv.n_blocks()) + block) * hb;
+                    ASSERT_EQ(run, kv.piece(int(block), int(piece)));
                     for (int d = 0; d < g.head_dim; ++d) {
-                        const size_t head_base =
-                            ((size_t(layer) * 2 + size_t(kvi)) * size_t(g.n_kv_head) + size_t(h)) *
-                            size_t(g.block_size) * size_t(g.head_dim);
                         const size_t index =
-                            head_base + (kvi == 0 ? size_t(d) * size_t(g.block_size) + size_t(slot)
-                                                  : size_t(slot) * size_t(g.head_dim) + size_t(d));
-                        ASSERT_EQ(read(block + index * elem), value(layer, kvi, p, h, d))
+                            kvi == 0 ? size_t(d) * size_t(g.block_size) + slot
+                                     : slot * size_t(g.head_dim) + size_t(d);
+                        ASSERT_EQ(read(run + index * elem), value(layer, kvi, p, h, d))
                             << "pos " << p << " layer " << layer << " kv " << kvi;
                     }
+                }
     }
-    // Blocks 0 and 2 were never written: a block is one contiguous range.
+    // Blocks 0 and 2 were never written: their pieces are all of a block's bytes.
+    size_t piece_bytes = 0;
     for (int b : {0, 2})
-        for (size_t i = 0; i < kv.bytes_per_block(); ++i) ASSERT_EQ(kv.block_data(b)[i], 0);
+        for (int i = 0; i < g.pieces_per_block(); ++i, piece_bytes += hb)
+            for (size_t j = 0; j < hb; ++j) ASSERT_EQ(kv.piece(b, i)[j], 0);
+    EXPECT_EQ(piece_bytes, 2 * kv.bytes_per_block());
 }
 
 TEST(KvStorage, LayoutMatchesKernelViewF16) {
@@ -144,26 +153,33 @@ TEST(KvStorage, LayoutMatchesKernelViewF32) {
 }
 
 TEST(KvStorage, CopyBlockCopiesOneBlock) {
-    KvStorage kv(small_geometry(DType::F16), 4);
-    for (int b = 0; b < 4; ++b) std::memset(kv.block_data(b), 0x10 + b, kv.bytes_per_block());
+    const KvGeometry g = small_geometry(DType::F16);
+    KvStorage kv(g, 4);
+    EXPECT_EQ(g.pieces_per_block(), 12);
+    EXPECT_EQ(size_t(g.pieces_per_block()) * g.head_bytes(), g.bytes_per_block());
+    for (int b = 0; b < 4; ++b)
+        for (int i = 0; i < g.pieces_per_block(); ++i)
+            std::memset(kv.piece(b, i), 0x10 + 16 * b + i, g.head_bytes());
     kv.copy_block(1, 3);
-    for (int b = 0; b < 4; ++b) {
-        const int expect = 0x10 + (b == 3 ? 1 : b);
-        for (size_t i = 0; i < kv.bytes_per_block(); ++i) ASSERT_EQ(kv.block_data(b)[i], expect);
-    }
+    for (int b = 0; b < 4; ++b)
+        for (int i = 0; i < g.pieces_per_block(); ++i) {
+            const int expect = 0x10 + 16 * (b == 3 ? 1 : b) + i;
+            for (size_t j = 0; j < g.head_bytes(); ++j)
+                ASSERT_EQ(kv.piece(b, i)[j], expect) << "block " << b << " piece " << i;
+        }
 }
 
 TEST(KvStorage, Move) {
     KvStorage a(small_geometry(DType::F16), 4);
-    a.block_data(2)[5] = 42;
+    a.piece(2, 7)[5] = 42;
     KvStorage b(std::move(a));
     EXPECT_EQ(b.n_blocks(), 4);
-    EXPECT_EQ(b.block_data(2)[5], 42);
+    EXPECT_EQ(b.piece(2, 7)[5], 42);
     EXPECT_EQ(a.n_blocks(), 0);  // NOLINT(bugprone-use-after-move): moved-from is empty
     KvStorage c(small_geometry(DType::F32), 1);
     c = std::move(b);
     EXPECT_EQ(c.n_blocks(), 4);
-    EXPECT_EQ(c.block_data(2)[5], 42);
+    EXPECT_EQ(c.piece(2, 7)[5], 42);
 }
 
 }  // namespace
