@@ -117,6 +117,64 @@ void gather_logit_rows(const Batch& batch, const float* src, size_t width, float
     }
 }
 
+// The rows a layer finishes after its Q/K/V step (attention, wo, feed-forward).
+struct LayerRows {
+    float* x = nullptr;  // [n, n_embd] their residual stream
+    int64_t n = 0;
+    const ops::AttentionPlan* plan = nullptr;  // their queries -> ws.attn
+};
+
+// Every row, except in the last layer when not every row wants logits: then only those rows
+// matter (every row's K and V are in the cache by now), gathered into ws.out and ws.q_out
+// (llama.cpp also finishes only these). Their bits do not change: products and attention do
+// not depend on the other rows of a batch (tests/model/test_forward.cpp).
+LayerRows rows_to_finish(Region& r, const HParams& hp, const Batch& batch, bool last_layer,
+                         ForwardWorkspace& ws) {
+    const int64_t n = batch.n_tokens();
+    const int n_out = batch.n_logit_rows();
+    if (!last_layer || n_out == n) return {ws.x.data(), n, &ws.attn_plan};
+    if (n_out > 0) {
+        r.serial([&] {
+            gather_logit_rows(batch, ws.q.data(), hp.n_embd_q(), ws.q_out.data());
+            gather_logit_rows(batch, ws.x.data(), hp.n_embd, ws.out.data());
+        });
+    }
+    return {ws.out.data(), n_out, &ws.out_plan};
+}
+
+// Q, K, V of rms_norm(x) for all n rows in one step, rotated, K and V into the cache.
+void qkv_step(Region& r, const HParams& hp, const LayerWeights& l, const ops::RopeParams& rope,
+              const ops::KvLayerView& cache, int64_t n, ForwardWorkspace& ws) {
+    const ops::Weight qkv[] = {l.wq, l.wk, l.wv};
+    float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
+    ops::matmul_many(r, qkv, 3, {.x = ws.x.data(), .norm = l.attn_norm.data(), .eps = hp.rms_eps},
+                     qkv_out, n);
+    add_bias(r, ws.q.data(), l.bq, n);
+    add_bias(r, ws.k.data(), l.bk, n);
+    add_bias(r, ws.v.data(), l.bv, n);
+    rotate_and_store(r, hp, rope, cache, ws);
+}
+
+// The rest of the layer for `rows`: x += wo attention, then the feed-forward block (SwiGLU):
+// x += down(swiglu(gate, up of rms_norm(x))). next_w: what the pass reads after it
+// (prefetched whenever a participant waits, ops::prefetch_next_matmul).
+void finish_layer(Region& r, const HParams& hp, const LayerWeights& l,
+                  const ops::KvLayerView& cache, float scale, const LayerRows& rows,
+                  const ops::Weight* next_w, int n_next_w, int64_t next_tokens,
+                  ForwardWorkspace& ws) {
+    ops::attention(r, cache, *rows.plan, scale);
+    const ops::Weight gate_up[] = {l.w_gate, l.w_up};
+    ops::prefetch_next_matmul(r, gate_up, 2, rows.n);
+    ops::matmul(r, l.wo, {.x = ws.attn.data()}, ws.proj.data(), rows.n, rows.x);
+    float* const gate_up_out[] = {ws.gate.data(), ws.up.data()};
+    ops::prefetch_next_matmul(r, &l.w_down, 1, rows.n);
+    ops::matmul_many(r, gate_up, 2, {.x = rows.x, .norm = l.ffn_norm.data(), .eps = hp.rms_eps},
+                     gate_up_out, rows.n);
+    ops::prefetch_next_matmul(r, next_w, n_next_w, next_tokens);
+    ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), rows.n,
+                rows.x);
+}
+
 }  // namespace
 
 void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, ForwardWorkspace& ws,
@@ -131,7 +189,6 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
     if (!w_.rope_freqs.empty()) rope.freq_factors = w_.rope_freqs.data();
     const float scale = 1.0f / std::sqrt(float(hp.head_dim));
     const int n_out = batch.n_logit_rows();
-    float* x = ws.x.data();
 
     run_region(pool, [&](Region& r) {
         // Every participant prefetches its share of the next product's weights whenever it
@@ -141,59 +198,26 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
             return {l.wq, l.wk, l.wv};
         };
         ops::prefetch_next_matmul(r, qkv_of(0).data(), 3, n);
-        ops::get_rows(r, w_.tok_embd, batch.tokens.data(), n, x);  // x = token embeddings
+        ops::get_rows(r, w_.tok_embd, batch.tokens.data(), n, ws.x.data());  // embeddings
         for (int il = 0; il < hp.n_layer; ++il) {
             const LayerWeights& l = w_.layers[size_t(il)];
-            const ops::KvLayerView& cache = kv[size_t(il)];
             const bool last = il + 1 == hp.n_layer;
-            // attention block: Q, K, V of rms_norm(x) in one step
-            const std::array<ops::Weight, 3> qkv = qkv_of(il);
-            float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
             ops::prefetch_next_matmul(r, &l.wo, 1, last ? n_out : n);
-            ops::matmul_many(r, qkv.data(), 3,
-                             {.x = x, .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n);
-            add_bias(r, ws.q.data(), l.bq, n);
-            add_bias(r, ws.k.data(), l.bk, n);
-            add_bias(r, ws.v.data(), l.bv, n);
-            rotate_and_store(r, hp, rope, cache, ws);
-            // The rest of the last layer only matters for the rows that want logits (every
-            // row's K and V are in the cache now): when those are not all the rows, it runs
-            // on them alone, gathered (llama.cpp does the same). Their bits do not change:
-            // products and attention do not depend on the other rows of a batch.
-            float* xl = x;  // [nl, n_embd] the rows this layer finishes
-            int64_t nl = n;
-            const ops::AttentionPlan* plan = &ws.attn_plan;
-            if (last && n_out < n) {
-                if (n_out == 0) break;
-                r.serial([&] {
-                    gather_logit_rows(batch, ws.q.data(), hp.n_embd_q(), ws.q_out.data());
-                    gather_logit_rows(batch, x, hp.n_embd, ws.out.data());
-                });
-                xl = ws.out.data(), nl = n_out, plan = &ws.out_plan;
-            }
-            ops::attention(r, cache, *plan, scale);
-            const ops::Weight gate_up[] = {l.w_gate, l.w_up};
-            ops::prefetch_next_matmul(r, gate_up, 2, nl);
-            ops::matmul(r, l.wo, {.x = ws.attn.data()}, ws.proj.data(), nl, xl);  // x += wo attn
-            // feed-forward block (SwiGLU): gate and up of rms_norm(x), then x += down swiglu
-            float* const gate_up_out[] = {ws.gate.data(), ws.up.data()};
-            ops::prefetch_next_matmul(r, &l.w_down, 1, nl);
-            ops::matmul_many(r, gate_up, 2,
-                             {.x = xl, .norm = l.ffn_norm.data(), .eps = hp.rms_eps}, gate_up_out,
-                             nl);
-            if (!last) {
-                ops::prefetch_next_matmul(r, qkv_of(il + 1).data(), 3, n);
+            qkv_step(r, hp, l, rope, kv[size_t(il)], n, ws);
+            const LayerRows rows = rows_to_finish(r, hp, batch, last, ws);
+            if (rows.n == 0) break;  // a prefill chunk that wants no logits: K/V stored
+            if (last) {
+                finish_layer(r, hp, l, kv[size_t(il)], scale, rows, &w_.output, 1, n_out, ws);
             } else {
-                ops::prefetch_next_matmul(r, &w_.output, 1, n_out);
+                finish_layer(r, hp, l, kv[size_t(il)], scale, rows, qkv_of(il + 1).data(), 3, n,
+                             ws);
             }
-            ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), nl,
-                        xl);
         }
         // output: projection of the final norm of the rows that want logits (x itself when
         // every row does, else the rows the last layer finished in ws.out)
         r.prefetch_next(nullptr, nullptr);  // nothing is read after the output
         if (n_out == 0) return;
-        const float* rows = n_out == n ? x : ws.out.data();
+        const float* rows = n_out == n ? ws.x.data() : ws.out.data();
         ops::matmul(r, w_.output, {.x = rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps},
                     logits, n_out);
     });

@@ -39,8 +39,10 @@ struct ForwardWorkspace {
     std::vector<int32_t> pos;  // [n_tokens]
     std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
     ops::AttentionPlan attn_plan;              // the same for every layer of a pass
-    std::vector<ops::AttentionSeq> out_seqs;   // [seqs with logits]: the last layer's queries
-    ops::AttentionPlan out_plan;               // (q_out -> attn), when not every row wants logits
+    // The last layer's attention when some but not all rows want logits (else out_seqs is
+    // empty and out_plan stale): their queries q_out -> the first rows of attn.
+    std::vector<ops::AttentionSeq> out_seqs;  // [seqs with logits]
+    ops::AttentionPlan out_plan;
 };
 
 class Model {

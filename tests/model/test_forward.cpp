@@ -36,8 +36,10 @@ struct Seq {
 
 // Runs one pass over seqs; logits [n_logit_rows, n_vocab].
 std::vector<float> run(const Model& m, test::KvBuffer& kv, const std::vector<Seq>& seqs,
-                       bool all_logits, ThreadPool& pool, ForwardWorkspace& ws) {
+                       bool all_logits, ThreadPool& pool, ForwardWorkspace& ws,
+                       bool shared_attention = true) {
     Batch b;
+    b.shared_prefix_attention = shared_attention;
     for (const Seq& s : seqs) {
         b.tokens.insert(b.tokens.end(), s.tokens.begin(), s.tokens.end());
         const int32_t n = int32_t(s.tokens.size());
@@ -77,32 +79,41 @@ TEST(Forward, LogitsDoNotDependOnWhichRowsAskForThem) {
     const Model& m = tiny();
     const int nv = m.hparams().n_vocab;
     ThreadPool pool(2);
-    // Blocks of 16: a 32-token prefix in blocks 0-1 that b and c share (their private blocks
-    // follow), and a sequence d of its own.
-    const std::vector<Seq> prefix = {{some_tokens(32, 1), 0, 0, range(0, 2)}};
-    const std::vector<Seq> step = {
-        {some_tokens(40, 2), 32, 1, {0, 1, 2, 3, 4}},  // a prefill after the shared prefix
-        {some_tokens(21, 3), 32, 3, {0, 1, 5, 6}},     // the same, three logit rows
-        {some_tokens(50, 4), 0, 50, range(7, 11)},     // every row: the last layer keeps it
-        {some_tokens(9, 5), 0, 0, {11}},               // no logits at all
+    // Blocks of 16: a 144-token prefix in blocks 0-8 (past one 128-key chunk, so the last
+    // layer's decode-like rows read it together) that a and b share, their private blocks
+    // after it; a sequence z asking for no logits between them, and c of its own.
+    const std::vector<Seq> prefix = {{some_tokens(144, 1), 0, 0, range(0, 9)}};
+    const std::vector<int32_t> shared = range(0, 9);
+    auto with = [](std::vector<int32_t> t, std::vector<int32_t> more) {
+        t.insert(t.end(), more.begin(), more.end());
+        return t;
     };
-    std::vector<float> want, got;
-    for (bool all : {true, false}) {
-        test::KvBuffer kv(m.hparams(), 16 * 12);
-        ForwardWorkspace ws;
-        run(m, kv, prefix, all, pool, ws);
-        std::vector<float> logits = run(m, kv, step, all, pool, ws);
-        // A decode step of every sequence reads the KV both passes stored, last layer too.
-        std::vector<Seq> decode;
-        for (const Seq& s : step)
-            decode.push_back({{s.tokens.back()}, s.first_pos + int32_t(s.tokens.size()), 1,
-                              s.blocks});
-        const std::vector<float> next = run(m, kv, decode, all, pool, ws);
-        (all ? want : got) = all ? asked_rows(step, logits, nv) : logits;
-        (all ? want : got).insert((all ? want : got).end(), next.begin(), next.end());
+    const std::vector<Seq> step = {
+        {some_tokens(40, 2), 144, 1, with(shared, range(9, 13))},   // prefill after the prefix
+        {some_tokens(9, 5), 0, 0, {13}},                            // no logits at all
+        {some_tokens(21, 3), 144, 3, with(shared, range(14, 16))},  // three logit rows
+        {some_tokens(50, 4), 0, 50, range(16, 20)},                 // every row
+    };
+    for (bool shared_attention : {true, false}) {
+        std::vector<float> want, got;
+        for (bool all : {true, false}) {
+            test::KvBuffer kv(m.hparams(), 16 * 20);
+            ForwardWorkspace ws;
+            run(m, kv, prefix, all, pool, ws, shared_attention);
+            std::vector<float> logits = run(m, kv, step, all, pool, ws, shared_attention);
+            // A decode step of every sequence reads the KV both passes stored, last layer too.
+            std::vector<Seq> decode;
+            for (const Seq& s : step)
+                decode.push_back(
+                    {{s.tokens.back()}, s.first_pos + int32_t(s.tokens.size()), 1, s.blocks});
+            const std::vector<float> next = run(m, kv, decode, all, pool, ws, shared_attention);
+            std::vector<float>& out = all ? want : got;
+            out = all ? asked_rows(step, logits, nv) : logits;
+            out.insert(out.end(), next.begin(), next.end());
+        }
+        ASSERT_EQ(got.size(), size_t(1 + 0 + 3 + 50 + 4) * size_t(nv));
+        EXPECT_TRUE(same_bits(got, want)) << "shared attention " << shared_attention;
     }
-    ASSERT_EQ(got.size(), size_t(1 + 3 + 50 + 0 + 4) * size_t(nv));
-    EXPECT_TRUE(same_bits(got, want));
 }
 
 TEST(Forward, PrefillChunksWithoutLogitsStoreTheSameKv) {
