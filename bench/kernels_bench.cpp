@@ -134,9 +134,10 @@ class Kv {
         g.head_dim = 64;
         g.block_size = 16;
         g.type = DType::F16;
-        const size_t layer_bytes = g.bytes_per_block() / 30 * size_t(n_blocks);  // K and V
+        const size_t layer_bytes =  // K and V of layer 0
+            g.bytes_per_block() / size_t(g.n_layer) * size_t(n_blocks);
         const size_t n = std::max<size_t>(
-            2, (size_t(env_int("TROUPE_WORKING_SET_MB", 256)) << 20) / (2 * layer_bytes) + 1);
+            2, (size_t(env_int("TROUPE_WORKING_SET_MB", 256)) << 20) / layer_bytes + 1);
         std::mt19937 rng(4);
         std::vector<uint16_t> values(g.head_bytes() / 2);
         for (uint16_t& h : values) h = uint16_t(0x3000 + rng() % 0x0c00);

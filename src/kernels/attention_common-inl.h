@@ -149,9 +149,10 @@ struct KeyStep {
 };
 
 // Starts loading the K and V of one kv head of a block into L2 (software prefetch): a
-// block's rows are contiguous but blocks are far apart, so the hardware prefetcher only finds
-// each block after some misses. L2, not L1: a task's queries, states and sums of
-// exponentials already fill most of L1.
+// sequence's blocks are one run of memory only where they were allocated together (agents
+// decoding side by side get their new blocks interleaved), and the hardware prefetcher needs
+// some misses to find a run. L2, not L1: a task's queries, states and sums of exponentials
+// already fill most of L1.
 HWY_INLINE void PrefetchKvBlock(const ops::KvLayerView& kv, int32_t block, int head) {
     const size_t at = size_t(block) * kv.block_stride + size_t(head) * kv.head_stride;
     const size_t bytes =

@@ -6,12 +6,9 @@
 // reads dimension d of consecutive keys as one vector) and its V is [slot][head_dim]. So the
 // K (and the V) of one layer and kv head is one array over the blocks: a sequence whose
 // blocks were allocated together reads it as one run, which the hardware prefetcher follows.
-// Measured (troupe-bench-kernels BM_Attention, cold cache, 2 threads, us per layer, three
-// alternating runs of one binary) against the block-major layout this replaced
-// ([block][layer][K | V][kv_head][...]: a kv head's 2 KiB runs 360 KiB apart for the 135M
-// model): 1 sequence at 512 / 1,024 / 4,096 keys 26-29 / 46-48 / 166-169 -> 14-18 / 26-30 /
-// 82-93, 8 sequences at 512 122-127 -> 88-97, 8 over a 1,104-token shared prefix 157-168 ->
-// 141-145. Decode of one sequence after a 1,478-token prompt: 220-231 -> 254-283 tokens/s.
+// Against the block-major layout this replaced ([block][layer][K | V][kv_head][...]: one kv
+// head's 2 KiB runs 360 KiB apart for the 135M model) cold decode attention is 15-25% faster
+// and decode after a 1,478-token prompt 20-30% (src/kernels/README.md, Attention, Layout).
 // layer_view() hands the attention kernel (kernels/ops.h) exactly this addressing, with
 // piece = (2 * l + kv) * n_kv_head + h (kv: 0 for K, 1 for V) and
 //   head_bytes = block_size * head_dim * elem:

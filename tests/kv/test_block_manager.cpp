@@ -249,9 +249,9 @@ TEST(BlockManager, ForkSharesAndCopiesOnWrite) {
     EXPECT_EQ(child.blocks[0], parent.blocks[0]);  // full blocks stay shared
     EXPECT_NE(child.blocks[1], parent.blocks[1]);
     for (int i = 0; i < g.pieces_per_block(); ++i)
-        EXPECT_EQ(std::memcmp(storage.piece(child.blocks[1], i),
-                              storage.piece(parent.blocks[1], i), hb),
-                  0)
+        EXPECT_EQ(
+            std::memcmp(storage.piece(child.blocks[1], i), storage.piece(parent.blocks[1], i), hb),
+            0)
             << "piece " << i;
     EXPECT_EQ(bm.pool().ref_count(parent.blocks[1]), 1);
     EXPECT_EQ(bm.stats().n_cow_copies, 1u);

@@ -1,4 +1,4 @@
-// KvStorage: sizes, the block-major layout the attention kernel addresses, copy-on-write copies.
+// KvStorage: sizes, the layout the attention kernel addresses, copy-on-write copies.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -53,6 +53,14 @@ TEST(KvStorage, RejectsBadGeometry) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos);
     }
+    g = small_geometry(DType::F16);  // sizes a hostile file could give: no overflow
+    g.n_layer = 1 << 16;
+    g.n_kv_head = 1 << 16;
+    EXPECT_THROW(g.validate(), Error);
+    g = small_geometry(DType::F16);
+    g.head_dim = 1 << 16;
+    g.block_size = 1 << 16;
+    EXPECT_THROW(g.validate(), Error);
 }
 
 TEST(KvStorage, DefaultBudget) {
@@ -129,9 +137,8 @@ void check_layout(DType type) {
                     const uint8_t* run = base + (piece * size_t(kv.n_blocks()) + block) * hb;
                     ASSERT_EQ(run, kv.piece(int(block), int(piece)));
                     for (int d = 0; d < g.head_dim; ++d) {
-                        const size_t index =
-                            kvi == 0 ? size_t(d) * size_t(g.block_size) + slot
-                                     : slot * size_t(g.head_dim) + size_t(d);
+                        const size_t index = kvi == 0 ? size_t(d) * size_t(g.block_size) + slot
+                                                      : slot * size_t(g.head_dim) + size_t(d);
                         ASSERT_EQ(read(run + index * elem), value(layer, kvi, p, h, d))
                             << "pos " << p << " layer " << layer << " kv " << kvi;
                     }

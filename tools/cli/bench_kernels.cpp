@@ -18,6 +18,7 @@
 #include "kernels/probes.h"
 #include "kernels/targets.h"
 #include "kernels/thread_pool.h"
+#include "kv/kv_storage.h"
 #include "tensor/quant_ref.h"
 #include "util/error.h"
 
@@ -250,34 +251,37 @@ void bench_gemm(Context& c, const std::vector<DType>& types) {
     c.out["matmul"] = rows;
 }
 
-// KV caches of the model's attention shape (F16, 16-token blocks), filled with random values:
-// `n_copies` layers of n_blocks blocks each, in one buffer.
+// KV caches of the model's attention shape (F16), filled with values in [0.125, 1) that
+// differ between K and V: the engine's storage (kv::KvStorage, so its layout) with n_copies
+// layers of n_blocks blocks, one view per layer.
 struct BenchKv {
-    std::vector<uint8_t> k, v;
+    kv::KvStorage storage;
     std::vector<ops::KvLayerView> layers;
-    BenchKv(int n_blocks, int block_size, int n_kv_head, int head_dim, int n_copies = 1) {
-        ops::KvLayerView view;
-        view.type = DType::F16;
-        view.block_size = block_size;
-        view.head_dim = head_dim;
-        view.n_kv_head = n_kv_head;
-        view.head_stride = size_t(block_size) * size_t(head_dim) * 2;
-        view.block_stride = view.head_stride * size_t(n_kv_head);
-        const size_t layer_bytes = view.block_stride * size_t(n_blocks);
-        k.resize(layer_bytes * size_t(n_copies));
-        v.resize(k.size());
-        for (size_t i = 0; i < k.size() / 2; ++i) {
-            // values in [0.125, 1), differing between K and V
-            const uint16_t hk = uint16_t(0x3000 + (i * 2654435761u) % 0x0c00);
-            const uint16_t hv = uint16_t(0x3000 + (i * 40503u + 7) % 0x0c00);
-            std::memcpy(&k[2 * i], &hk, 2);
-            std::memcpy(&v[2 * i], &hv, 2);
-        }
-        for (int c = 0; c < n_copies; ++c) {
-            view.k = k.data() + size_t(c) * layer_bytes;
-            view.v = v.data() + size_t(c) * layer_bytes;
-            layers.push_back(view);
-        }
+    BenchKv(int n_blocks, int block_size, int n_kv_head, int head_dim, int n_copies = 1)
+        : storage(geometry(block_size, n_kv_head, head_dim, n_copies), n_blocks) {
+        const kv::KvGeometry& g = storage.geometry();
+        const size_t n_elem = g.head_bytes() / 2;
+        size_t i = 0;
+        for (int b = 0; b < n_blocks; ++b)
+            for (int p = 0; p < g.pieces_per_block(); ++p) {
+                const bool is_v = (p / n_kv_head) % 2 == 1;  // piece = (2 layer + kv) heads + h
+                uint8_t* dst = storage.piece(b, p);
+                for (size_t e = 0; e < n_elem; ++e, ++i) {
+                    const uint16_t h = is_v ? uint16_t(0x3000 + (i * 40503u + 7) % 0x0c00)
+                                            : uint16_t(0x3000 + (i * 2654435761u) % 0x0c00);
+                    std::memcpy(dst + 2 * e, &h, 2);
+                }
+            }
+        for (int c = 0; c < n_copies; ++c) layers.push_back(storage.layer_view(c));
+    }
+    static kv::KvGeometry geometry(int block_size, int n_kv_head, int head_dim, int n_layer) {
+        kv::KvGeometry g;
+        g.n_layer = n_layer;
+        g.n_kv_head = n_kv_head;
+        g.head_dim = head_dim;
+        g.block_size = block_size;
+        g.type = DType::F16;
+        return g;
     }
 };
 
