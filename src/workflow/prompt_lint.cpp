@@ -94,18 +94,21 @@ void warn_context_length(const Workflow& wf, const std::vector<LintTask>& tasks,
     for (size_t t = 0; t < tasks.size(); ++t) {
         const LintTask& lt = tasks[t];
         const int gen = wf.agent_of(int(t)).settings.max_tokens;
-        if (lt.prompt_tokens + gen > n_ctx) {
-            warnings.push_back("task " + lt.id + ": its prompt (" +
-                               std::to_string(lt.prompt_tokens) + " tokens) and max_tokens (" +
-                               std::to_string(gen) + ") exceed the model's context length (" +
-                               ctx + "): the engine will refuse it");
-        } else if (lt.max_prompt_tokens + gen > n_ctx) {
+        const std::string limit = ") exceed the model's context length (" + ctx + "): ";
+        if (lt.min_prompt_tokens + gen > n_ctx) {
+            const bool has_upstream = lt.max_prompt_tokens > lt.min_prompt_tokens;
             warnings.push_back(
-                "task " + lt.id + ": with its upstream outputs at their agents' max_tokens its "
-                "prompt can reach " + std::to_string(lt.max_prompt_tokens) + " tokens, which "
-                "with max_tokens (" + std::to_string(gen) + ") exceeds the model's context "
-                "length (" + ctx + "): it may be refused; lower the max_tokens or shorten the "
-                "shared context");
+                "task " + lt.id + ": its prompt (" + std::to_string(lt.min_prompt_tokens) +
+                " tokens" + (has_upstream ? " with empty upstream outputs" : "") +
+                ") and max_tokens (" + std::to_string(gen) + limit + "the engine will refuse it");
+        } else if (lt.max_prompt_tokens + gen > n_ctx) {
+            warnings.push_back("task " + lt.id +
+                               ": with its upstream outputs at their agents' max_tokens, its "
+                               "prompt (up to " +
+                               std::to_string(lt.max_prompt_tokens) + " tokens) and max_tokens (" +
+                               std::to_string(gen) + limit +
+                               "it may be refused; lower the max_tokens or shorten the shared "
+                               "context");
         }
     }
 }
@@ -117,8 +120,14 @@ LintReport lint_workflow(const Workflow& wf, const InputValues& inputs, const Ch
     LintReport rep;
     const std::vector<UpstreamResult> up = placeholders(wf);
     std::vector<std::vector<int32_t>> toks;
-    for (size_t t = 0; t < wf.tasks.size(); ++t)
+    std::vector<size_t> empty;  // prompt tokens with every upstream output empty
+    for (size_t t = 0; t < wf.tasks.size(); ++t) {
         toks.push_back(tokenize(render(layout_task(wf, int(t), inputs, up))));
+        const std::vector<UpstreamResult> none(wf.tasks.size());
+        empty.push_back(context_length > 0
+                            ? tokenize(render(layout_task(wf, int(t), inputs, none))).size()
+                            : toks.back().size());
+    }
     rep.shared_context_tokens = shared_context_tokens(wf, inputs, render, tokenize);
 
     std::vector<size_t> position(wf.tasks.size());
@@ -128,7 +137,8 @@ LintReport lint_workflow(const Workflow& wf, const InputValues& inputs, const Ch
         lt.id = wf.tasks[t].id;
         lt.agent = wf.tasks[t].agent;
         lt.prompt_tokens = int(toks[t].size());
-        lt.max_prompt_tokens = lt.prompt_tokens;
+        lt.min_prompt_tokens = int(empty[t]);
+        lt.max_prompt_tokens = lt.min_prompt_tokens;
         for (const TemplateRef& r : wf.tasks[t].prompt.refs())
             if (r.kind == TemplateRef::Kind::Output)
                 lt.max_prompt_tokens += wf.agent_of(wf.find_task(r.name)).settings.max_tokens;

@@ -16,9 +16,10 @@
 //     system prompt: the seed's most common pitfall; move them into a shared block);
 //   - a long input placed in several tasks' prompts, after their prefixes diverge, so it is
 //     encoded once per task instead of once per run;
-//   - (given the model's context length) a task whose prompt plus max_tokens does not fit:
-//     the engine will refuse it; or that may not fit once its upstream outputs are in, each
-//     counted at its agent's max_tokens.
+//   - (given the model's context length, which `troupe run` uses) a task whose prompt plus
+//     max_tokens does not fit even with empty upstream outputs: the engine will refuse it;
+//     or that may not fit once its upstream outputs are in, each estimated at its agent's
+//     max_tokens.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,9 @@ struct LintTask {
     int shared_tokens = 0;    // longest common prefix with any other task
     std::string shared_with;  // that task ("" if there is no other task)
     int reused_tokens = 0;    // longest common prefix with a task earlier in dependency order
-    int max_prompt_tokens = 0;  // prompt_tokens + its upstream outputs' max_tokens (upper bound)
+    int min_prompt_tokens = 0;  // the prompt with every upstream output empty
+    int max_prompt_tokens = 0;  // min_prompt_tokens + its upstream outputs' max_tokens (an
+                                // estimate: an output's text may tokenize differently)
 };
 
 struct LintReport {

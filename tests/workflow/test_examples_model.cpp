@@ -22,8 +22,8 @@ TEST_P(ExampleTokens, SharedContextSizeAndNoWarnings) {
     const Workflow wf =
         load_workflow(std::string(TROUPE_SOURCE_DIR) + "/examples/" + GetParam() + ".yaml");
     const cli::ModelText text = cli::load_model_text(kModel);
-    const LintReport rep = lint_workflow(wf, resolve_inputs(wf, {}), text.render, text.tokenize,
-                                         text.context_length);
+    const LintReport rep =
+        lint_workflow(wf, resolve_inputs(wf, {}), text.render, text.tokenize, text.context_length);
     EXPECT_GE(rep.shared_context_tokens, 1000);
     EXPECT_LE(rep.shared_context_tokens, 2000);
     for (const LintTask& t : rep.tasks) EXPECT_GE(t.shared_tokens, rep.shared_context_tokens);

@@ -113,35 +113,44 @@ TEST(Lint, LongInputRepeatedInTaskPrompts) {
 
 TEST(Lint, TasksBeyondTheContextLength) {
     const Workflow wf = parse_workflow(team(words(60, "rule"), ""), "t.yaml");
-    const LintReport free = lint_workflow(wf, {}, zephyr, word_tokens);  // not checked
-    EXPECT_TRUE(free.warnings.empty());
     const int gen = wf.agents[0].settings.max_tokens;  // every agent: the default
+    // Context length 1e6: checked, nothing to warn of; the sizes are filled in.
+    const LintReport free = lint_workflow(wf, {}, zephyr, word_tokens, 1000000);
+    EXPECT_TRUE(free.warnings.empty());
     const LintTask& plan = free.tasks[0];
     const LintTask& write_a = free.tasks[1];
-    EXPECT_EQ(plan.max_prompt_tokens, plan.prompt_tokens);  // no upstream output
-    EXPECT_EQ(write_a.max_prompt_tokens, write_a.prompt_tokens + gen);  // plan's output
+    EXPECT_EQ(plan.min_prompt_tokens, plan.prompt_tokens);  // no upstream output
+    EXPECT_EQ(plan.max_prompt_tokens, plan.prompt_tokens);
+    // write_a's placeholder "[output of plan]" is 3 words, the last joined to the template's
+    // "</s>"; empty, "from</s>" is one word: the prompt is 2 shorter.
+    EXPECT_EQ(write_a.min_prompt_tokens, write_a.prompt_tokens - 2);
+    EXPECT_EQ(write_a.max_prompt_tokens, write_a.min_prompt_tokens + gen);  // plan's output
 
     // Room for every prompt and its own max_tokens, not for plan's output in the writers'.
-    const int n_ctx = write_a.prompt_tokens + gen + 1;
+    const int n_ctx = write_a.min_prompt_tokens + gen + 1;
     const LintReport tight = lint_workflow(wf, {}, zephyr, word_tokens, n_ctx);
     ASSERT_EQ(tight.warnings.size(), 2u);
     EXPECT_NE(tight.warnings[0].find("task write_a: with its upstream outputs at their agents' "
-                                     "max_tokens its prompt can reach " +
-                                     std::to_string(write_a.max_prompt_tokens)),
+                                     "max_tokens, its prompt (up to " +
+                                     std::to_string(write_a.max_prompt_tokens) + " tokens)"),
               std::string::npos)
         << tight.warnings[0];
     EXPECT_NE(tight.warnings[1].find("task write_b:"), std::string::npos);
 
     const LintReport small = lint_workflow(wf, {}, zephyr, word_tokens, plan.prompt_tokens);
     ASSERT_EQ(small.warnings.size(), 3u);
-    EXPECT_NE(small.warnings[0].find("task plan: its prompt (" +
-                                     std::to_string(plan.prompt_tokens) +
-                                     " tokens) and max_tokens (" + std::to_string(gen) +
-                                     ") exceed the model's context length (" +
-                                     std::to_string(plan.prompt_tokens) +
-                                     "): the engine will refuse it"),
-              std::string::npos)
+    EXPECT_NE(
+        small.warnings[0].find("task plan: its prompt (" + std::to_string(plan.prompt_tokens) +
+                               " tokens) and max_tokens (" + std::to_string(gen) +
+                               ") exceed the model's context length (" +
+                               std::to_string(plan.prompt_tokens) + "): the engine will refuse it"),
+        std::string::npos)
         << small.warnings[0];
+    EXPECT_NE(small.warnings[1].find("task write_a: its prompt (" +
+                                     std::to_string(write_a.min_prompt_tokens) +
+                                     " tokens with empty upstream outputs)"),
+              std::string::npos)
+        << small.warnings[1];
 }
 
 TEST(RunReport, JsonHasTheDocumentedShape) {
@@ -177,8 +186,7 @@ TEST(RunReport, JsonHasTheDocumentedShape) {
     RunSummary slow = r.summary;
     slow.wall_ms = r.summary.wall_ms * 3;
     EXPECT_EQ(speedup(r.summary, slow), 0.0);
-    EXPECT_NE(format_comparison(r.summary, slow).find("speed-up: not measured"),
-              std::string::npos);
+    EXPECT_NE(format_comparison(r.summary, slow).find("speed-up: not measured"), std::string::npos);
     RunSummary fast = r.summary;
     fast.n_tasks_failed = slow.n_tasks_failed = 0;
     EXPECT_DOUBLE_EQ(speedup(fast, slow), 3.0);
