@@ -114,6 +114,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -208,6 +209,50 @@ ProbeResult probe_int8_dot(ThreadPool* pool, int reps) {
     std::vector<float> sink(static_cast<size_t>(n_threads));
     return rate_per_rep(pool, reps,
                         [&](int thread) { return chains(2'000'000, &sink[size_t(thread)]); });
+}
+
+ProbeResult probe_core_to_core_ns(ThreadPool* pool, int reps) {
+    if (!pool || pool->size() < 2) return {};
+    // Up to kTrips round trips or about kSeconds, whichever ends first: on a machine with
+    // more threads than free cores, each trip may wait for the scheduler.
+    constexpr int kTrips = 20000;
+    constexpr double kSeconds = 0.05;
+    constexpr int kStop = -1;
+    struct alignas(64) Line {
+        std::atomic<int> value{0};
+    };
+    std::vector<double> ns;
+    for (int r = 0; r < std::max(reps, 1); ++r) {
+        Line line;
+        double dt = 0;
+        int trips = 0;
+        pool->run_on_all([&](int thread) {
+            pool->barrier();  // both are running before the clock starts
+            if (thread == 0) {
+                const double t0 = seconds_now();
+                for (; trips < kTrips; ++trips) {
+                    if (trips % 16 == 0 && trips > 0 && seconds_now() - t0 > kSeconds) break;
+                    line.value.store(2 * trips + 1, std::memory_order_release);
+                    while (line.value.load(std::memory_order_acquire) != 2 * trips + 2) {
+                    }
+                }
+                dt = seconds_now() - t0;
+                line.value.store(kStop, std::memory_order_release);
+            } else if (thread == 1) {
+                for (int i = 0;; ++i) {
+                    int v;
+                    while ((v = line.value.load(std::memory_order_acquire)) != 2 * i + 1 &&
+                           v != kStop) {
+                    }
+                    if (v == kStop) break;
+                    line.value.store(2 * i + 2, std::memory_order_release);
+                }
+            }
+        });
+        ns.push_back(dt / std::max(trips, 1) * 1e9);
+    }
+    std::sort(ns.begin(), ns.end());
+    return {ns.front(), ns[ns.size() / 2]};
 }
 
 }  // namespace kernels

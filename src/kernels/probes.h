@@ -5,7 +5,12 @@
 //   with software prefetches as far ahead as the matrix-vector kernels';
 // - FMA throughput: every thread runs independent chains of float fused multiply-adds in
 //   registers (the arithmetic limit of matrix-matrix products);
-// - int8 dot throughput: the same with the 8-bit dot product the quantised kernels use.
+// - int8 dot throughput: the same with the 8-bit dot product the quantised kernels use;
+// - core-to-core latency: threads 0 and 1 pass a cache line back and forth. What a barrier
+//   or a value written by one thread and read by the other costs: on the development host
+//   ~100 ns when the two vCPUs share a last-level cache, ~400 ns when they do not (then the
+//   read bandwidth is higher, two memory paths, and batched decode, which exchanges
+//   activations between the threads at every step, is slower).
 #pragma once
 
 #include <cstddef>
@@ -30,5 +35,9 @@ ProbeResult probe_fma(ThreadPool* pool, int reps);
 // G int8 multiply-adds per second (counted as 2 operations each, like FLOPs) with all pool
 // threads, through the same dot-product instructions as the quantised matmul.
 ProbeResult probe_int8_dot(ThreadPool* pool, int reps);
+
+// Nanoseconds of one round trip of a cache line between pool threads 0 and 1 (best: the
+// lowest of `reps` repetitions). 0 when the pool has fewer than 2 threads.
+ProbeResult probe_core_to_core_ns(ThreadPool* pool, int reps);
 
 }  // namespace troupe::kernels

@@ -2,6 +2,8 @@
 // 1..N threads, barriers, scratch memory, and destruction while idle or asleep.
 #include "kernels/thread_pool.h"
 
+#include "kernels/probes.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -134,6 +136,22 @@ TEST(ThreadPool, ScratchIsAlignedAndKeptAcrossCalls) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(s) % 64, 0u);
     std::memset(s, 1, 1 << 20);
     EXPECT_NE(pool.thread_scratch(0, 10), static_cast<void*>(a));
+}
+
+// The core-to-core probe (kernels/probes.h) runs on the pool: 0 without a second thread, a
+// positive round trip otherwise, and threads beyond the first two wait at its barrier too.
+// (No upper bound: on a busy machine each trip may wait for the scheduler; the probe then
+// stops after ~50 ms.)
+TEST(ThreadPool, CoreToCoreProbe) {
+    ThreadPool one(1);
+    EXPECT_EQ(kernels::probe_core_to_core_ns(&one, 2).median, 0.0);
+    EXPECT_EQ(kernels::probe_core_to_core_ns(nullptr, 2).median, 0.0);
+    for (int n : {2, 3}) {
+        ThreadPool pool(n);
+        const kernels::ProbeResult r = kernels::probe_core_to_core_ns(&pool, 2);
+        EXPECT_GT(r.best, 0.0) << n << " threads";
+        EXPECT_LE(r.best, r.median);
+    }
 }
 
 }  // namespace

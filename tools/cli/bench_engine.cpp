@@ -168,6 +168,10 @@ void run_bench_model(const BenchOptions& o) {
     auto probe_bw = [&] { return kernels::probe_read_bandwidth(&pool, size_t(512) << 20, 3).best; };
     const double fma = kernels::probe_fma(&pool, 5).best;
     print_or_collect(o, j, "fma_gflop_s", fma, "GFLOP/s", "FMA throughput (probe, best of 5)");
+    // Whether the threads share a cache moves every batched figure (kernels/probes.h).
+    const double c2c = kernels::probe_core_to_core_ns(&pool, 5).median;
+    print_or_collect(o, j, "core_to_core_ns", c2c, "ns",
+                     "core-to-core round trip, threads 0 and 1 (probe)");
     const double weight_bytes = double(model->weights().matrix_bytes);
     const std::vector<int32_t> text = text_tokens(*model, size_t(o.context_tokens) + 8);
     std::vector<double> decode1, prefill, agg8, single_ctx, bws, fractions;

@@ -152,6 +152,7 @@ void bench_probes(Context& c) {
     const auto fma1 = kernels::probe_fma(&one, reps);
     const auto reps_ops = kernels::probe_fma(&c.pool, reps);
     const auto i8 = kernels::probe_int8_dot(&c.pool, reps);
+    const auto c2c = kernels::probe_core_to_core_ns(&c.pool, reps);
     // Fractions are taken of the best repetition: the least disturbed estimate of what the
     // machine can do, so that other processes cannot inflate them.
     c.bw_all = bwn.best;
@@ -162,12 +163,17 @@ void bench_probes(Context& c) {
         bw1.median, bw1.best, c.pool.size(), bwn.median, bwn.best);
     say(c, "  FMA f32          1 thread %7.1f GFLOP/s [%.1f]  %d threads %7.1f GFLOP/s [%.1f]\n",
         fma1.median, fma1.best, c.pool.size(), reps_ops.median, reps_ops.best);
-    say(c, "  int8 dot         %d threads %7.1f GOP/s [%.1f]\n\n", c.pool.size(), i8.median,
+    say(c, "  int8 dot         %d threads %7.1f GOP/s [%.1f]\n", c.pool.size(), i8.median,
         i8.best);
+    if (c.pool.size() > 1)
+        say(c, "  core to core     threads 0 and 1: round trip %.0f ns [%.0f] (a barrier's cost)\n",
+            c2c.median, c2c.best);
+    say(c, "\n");
     c.out["probes"] = {{"read_gbs_1", bw1.median},           {"read_gbs_1_best", bw1.best},
                        {"read_gbs_n", bwn.median},           {"read_gbs_n_best", bwn.best},
                        {"fma_gflops_1", fma1.median},        {"fma_gflops_n", reps_ops.median},
                        {"fma_gflops_n_best", reps_ops.best}, {"int8_gops_n", i8.median},
+                       {"core_to_core_ns", c2c.median},
                        {"working_set_bytes", bytes}};
 }
 
