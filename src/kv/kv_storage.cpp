@@ -13,7 +13,14 @@
 // An anonymous mapping where there is one, but not under AddressSanitizer: it puts no
 // redzones around mapped memory, and calloc's catch a read past the cache in the sanitizer
 // build (scripts/test.sh).
-#if (defined(__unix__) || defined(__APPLE__)) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define TROUPE_KV_ASAN 1
+#elif defined(__has_feature)  // Clang
+#if __has_feature(address_sanitizer)
+#define TROUPE_KV_ASAN 1
+#endif
+#endif
+#if (defined(__unix__) || defined(__APPLE__)) && !defined(TROUPE_KV_ASAN)
 #include <sys/mman.h>
 #define TROUPE_KV_MMAP 1
 #endif
