@@ -275,6 +275,11 @@ void run_bench_agents(const BenchOptions& o) {
             "%d agents: %d shared prefix tokens + %d private each, %d generated each; "
             "%d threads, %d repetitions\n",
             o.n_agents, o.prefix_tokens, o.suffix_tokens, o.gen_tokens, o.threads, o.repeat);
+    {  // whether the threads share a cache moves the batched figures (kernels/probes.h)
+        ThreadPool pool(o.threads);
+        print_or_collect(o, j, "core_to_core_ns", kernels::probe_core_to_core_ns(&pool, 5).median,
+                         "ns", "core-to-core round trip, threads 0 and 1 (probe)");
+    }
     std::vector<double> base_ms, opt_ms, hit;
     std::map<int, std::vector<double>> agg;  // concurrency -> decode tok/s
     std::vector<double> agg_no_shared;       // at n_agents, shared-prefix attention off
