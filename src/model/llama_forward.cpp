@@ -142,13 +142,16 @@ LayerRows rows_to_finish(Region& r, const HParams& hp, const Batch& batch, bool 
     return {ws.out.data(), n_out, &ws.out_plan};
 }
 
+std::array<ops::Weight, 3> qkv_weights(const LayerWeights& l) {
+    return {l.wq, l.wk, l.wv};
+}
+
 // Q, K, V of rms_norm(x) for all n rows in one step, rotated, K and V into the cache.
 void qkv_step(Region& r, const HParams& hp, const LayerWeights& l, const ops::RopeParams& rope,
               const ops::KvLayerView& cache, int64_t n, ForwardWorkspace& ws) {
-    const ops::Weight qkv[] = {l.wq, l.wk, l.wv};
     float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
-    ops::matmul_many(r, qkv, 3, {.x = ws.x.data(), .norm = l.attn_norm.data(), .eps = hp.rms_eps},
-                     qkv_out, n);
+    ops::matmul_many(r, qkv_weights(l).data(), 3,
+                     {.x = ws.x.data(), .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n);
     add_bias(r, ws.q.data(), l.bq, n);
     add_bias(r, ws.k.data(), l.bk, n);
     add_bias(r, ws.v.data(), l.bv, n);
@@ -193,12 +196,9 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
     run_region(pool, [&](Region& r) {
         // Every participant prefetches its share of the next product's weights whenever it
         // waits (ops::prefetch_next_matmul): named before the step that precedes it.
-        auto qkv_of = [&](int il) -> std::array<ops::Weight, 3> {
-            const LayerWeights& l = w_.layers[size_t(il)];
-            return {l.wq, l.wk, l.wv};
-        };
-        ops::prefetch_next_matmul(r, qkv_of(0).data(), 3, n);
+        ops::prefetch_next_matmul(r, qkv_weights(w_.layers[0]).data(), 3, n);
         ops::get_rows(r, w_.tok_embd, batch.tokens.data(), n, ws.x.data());  // embeddings
+        const float* final_rows = ws.x.data();  // the rows the last layer finished
         for (int il = 0; il < hp.n_layer; ++il) {
             const LayerWeights& l = w_.layers[size_t(il)];
             const bool last = il + 1 == hp.n_layer;
@@ -206,20 +206,19 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
             qkv_step(r, hp, l, rope, kv[size_t(il)], n, ws);
             const LayerRows rows = rows_to_finish(r, hp, batch, last, ws);
             if (rows.n == 0) break;  // a prefill chunk that wants no logits: K/V stored
-            if (last) {
-                finish_layer(r, hp, l, kv[size_t(il)], scale, rows, &w_.output, 1, n_out, ws);
-            } else {
-                finish_layer(r, hp, l, kv[size_t(il)], scale, rows, qkv_of(il + 1).data(), 3, n,
-                             ws);
-            }
+            // What the pass reads next: the next layer's Q/K/V, or the output matrix.
+            const std::array<ops::Weight, 3> next = last ? std::array<ops::Weight, 3>{w_.output}
+                                                         : qkv_weights(w_.layers[size_t(il) + 1]);
+            finish_layer(r, hp, l, kv[size_t(il)], scale, rows, next.data(), last ? 1 : 3,
+                         last ? n_out : n, ws);
+            final_rows = rows.x;
         }
-        // output: projection of the final norm of the rows that want logits (x itself when
-        // every row does, else the rows the last layer finished in ws.out)
+        // output: projection of the final norm of the rows that want logits
         r.prefetch_next(nullptr, nullptr);  // nothing is read after the output
         if (n_out == 0) return;
-        const float* rows = n_out == n ? ws.x.data() : ws.out.data();
-        ops::matmul(r, w_.output, {.x = rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps},
-                    logits, n_out);
+        ops::matmul(r, w_.output,
+                    {.x = final_rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps}, logits,
+                    n_out);
     });
 }
 
