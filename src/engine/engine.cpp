@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "engine/sequence_kv.h"
 #include "util/error.h"
 #include "util/sysinfo.h"
 #include "util/timer.h"
@@ -39,12 +40,7 @@ Engine::Engine(const Model& model, const EngineConfig& config) : model_(model), 
     power_ = power_profile(config_.power, hw);
     pool_ = std::make_unique<ThreadPool>(power_.threads(hw));
 
-    kv::KvGeometry geo;
-    geo.n_layer = hp.n_layer;
-    geo.n_kv_head = hp.n_head_kv;
-    geo.head_dim = hp.head_dim;
-    geo.block_size = config_.block_size;
-    geo.type = config_.kv_type;
+    const kv::KvGeometry geo = kv_geometry(hp, config_.block_size, config_.kv_type);
     geo.validate();
     const uint64_t budget =
         config_.kv_budget_bytes > 0 ? config_.kv_budget_bytes : kv::default_kv_budget_bytes();

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kv/kv_storage.h"
+#include "engine/sequence_kv.h"
 #include "util/error.h"
 
 namespace troupe {
@@ -33,15 +33,7 @@ PerplexityResult compute_perplexity(const Model& model, std::span<const int32_t>
                     " needs at least " + std::to_string(2 * n_ctx));
     n_batch = std::max(1, std::min(n_batch, n_ctx));
 
-    kv::KvGeometry geo;
-    geo.n_layer = hp.n_layer;
-    geo.n_kv_head = hp.n_head_kv;
-    geo.head_dim = hp.head_dim;
-    kv::KvStorage storage(geo, (n_ctx + geo.block_size - 1) / geo.block_size);
-    std::vector<ops::KvLayerView> views;
-    for (int il = 0; il < hp.n_layer; ++il) views.push_back(storage.layer_view(il));
-    std::vector<int32_t> block_table(size_t(storage.n_blocks()));
-    std::iota(block_table.begin(), block_table.end(), 0);
+    SequenceKv kv(hp, n_ctx);
 
     const int32_t bos = model.tokenizer().bos();
     const bool add_bos = model.tokenizer().add_bos() && bos >= 0;
@@ -62,9 +54,9 @@ PerplexityResult compute_perplexity(const Model& model, std::span<const int32_t>
             // Logits for the rows that are scored: positions [first, n_ctx - 1).
             const int lo = std::max(start, first), hi = std::min(start + n, n_ctx - 1);
             const int n_logits = hi > lo ? start + n - lo : 0;
-            batch.seqs = {{block_table, start, n, n_logits}};
+            batch.seqs = {{kv.block_table, start, n, n_logits}};
             logits.resize(size_t(n_logits) * size_t(hp.n_vocab));
-            model.forward(batch, views, ws, pool, logits.data());
+            model.forward(batch, kv.views, ws, pool, logits.data());
             for (int j = lo; j < hi; ++j) {
                 const double v =
                     nll_of(logits.data() + size_t(j - lo) * hp.n_vocab, hp.n_vocab, win[j + 1]);

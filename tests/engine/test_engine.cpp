@@ -10,7 +10,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "kv/kv_storage.h"
+#include "engine/sequence_kv.h"
 #include "util/error.h"
 
 namespace troupe {
@@ -71,21 +71,13 @@ std::vector<RequestOutput> run_alone(const std::vector<std::string>& prompts, in
 std::vector<float> next_logits(const std::vector<int32_t>& tokens) {
     const Model& m = bundled_model();
     const HParams& hp = m.hparams();
-    kv::KvGeometry geo;
-    geo.n_layer = hp.n_layer;
-    geo.n_kv_head = hp.n_head_kv;
-    geo.head_dim = hp.head_dim;
-    kv::KvStorage storage(geo, int(tokens.size()) / geo.block_size + 1);
-    std::vector<ops::KvLayerView> views;
-    for (int il = 0; il < hp.n_layer; ++il) views.push_back(storage.layer_view(il));
-    std::vector<int32_t> table(size_t(storage.n_blocks()));
-    for (size_t b = 0; b < table.size(); ++b) table[b] = int32_t(b);
+    SequenceKv kv(hp, int(tokens.size()) + 1);
     Batch batch;
     batch.tokens = tokens;
-    batch.seqs = {{table, 0, int32_t(tokens.size()), 1}};
+    batch.seqs = {{kv.block_table, 0, int32_t(tokens.size()), 1}};
     ForwardWorkspace ws;
     std::vector<float> logits(size_t(hp.n_vocab));
-    m.forward(batch, views, ws, nullptr, logits.data());
+    m.forward(batch, kv.views, ws, nullptr, logits.data());
     return logits;
 }
 

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <random>
 
+#include "engine/sequence_kv.h"
 #include "gguf/gguf_writer.h"
-#include "model/kv_buffer.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -233,7 +233,7 @@ void check(const Spec& spec, uint32_t seed) {
     const auto want = reference_logits(ref, tokens);
     // Whole prompt at once, then the same prompt in chunks of 5 (positions continue).
     for (int chunk : {int(tokens.size()), 5}) {
-        test::KvBuffer kv(hp, int(tokens.size()), 4, DType::F32);
+        SequenceKv kv(hp, int(tokens.size()), 4, DType::F32);
         ForwardWorkspace ws;
         for (int start = 0; start < int(tokens.size()); start += chunk) {
             const int n = std::min(chunk, int(tokens.size()) - start);

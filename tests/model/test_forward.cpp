@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/kv_buffer.h"
+#include "engine/sequence_kv.h"
 #include "model/model.h"
 
 namespace troupe {
@@ -35,7 +35,7 @@ struct Seq {
 };
 
 // Runs one pass over seqs; logits [n_logit_rows, n_vocab].
-std::vector<float> run(const Model& m, test::KvBuffer& kv, const std::vector<Seq>& seqs,
+std::vector<float> run(const Model& m, SequenceKv& kv, const std::vector<Seq>& seqs,
                        bool all_logits, ThreadPool& pool, ForwardWorkspace& ws,
                        bool shared_attention = true) {
     Batch b;
@@ -97,7 +97,7 @@ TEST(Forward, LogitsDoNotDependOnWhichRowsAskForThem) {
     for (bool shared_attention : {true, false}) {
         std::vector<float> want, got;
         for (bool all : {true, false}) {
-            test::KvBuffer kv(m.hparams(), 16 * 20);
+            SequenceKv kv(m.hparams(), 16 * 20);
             ForwardWorkspace ws;
             run(m, kv, prefix, all, pool, ws, shared_attention);
             std::vector<float> logits = run(m, kv, step, all, pool, ws, shared_attention);
@@ -122,7 +122,7 @@ TEST(Forward, PrefillChunksWithoutLogitsStoreTheSameKv) {
     const std::vector<int32_t> prompt = some_tokens(70, 6);
     std::vector<float> want, got;
     for (bool all : {true, false}) {
-        test::KvBuffer kv(m.hparams(), 96);
+        SequenceKv kv(m.hparams(), 96);
         ForwardWorkspace ws;
         const std::vector<int32_t> blocks = kv.block_table;
         // Two chunks that ask for no logits, then the last token.

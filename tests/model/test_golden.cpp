@@ -19,8 +19,8 @@
 #include <map>
 #include <memory>
 
+#include "engine/sequence_kv.h"
 #include "model/golden.h"
-#include "model/kv_buffer.h"
 #include "model/model.h"
 
 namespace troupe {
@@ -65,7 +65,7 @@ TEST_P(Golden, TeacherForcedTokensAndLogprobsMatchLlamaCpp) {
     const Model& model = cached_model(path);
     const HParams& hp = model.hparams();
     const int n_ctx = int(c.prompt_tokens.size() + c.tokens.size()) + 1;
-    test::KvBuffer kv(hp, n_ctx);
+    SequenceKv kv(hp, n_ctx);
     ThreadPool pool(2);
     ForwardWorkspace ws;
     std::vector<float> logits(size_t(hp.n_vocab));
