@@ -85,8 +85,12 @@ double Int8DotChains(int64_t iters, float* sink) {
     const hn::ScalableTag<int8_t> d8;
     const hn::Repartition<int32_t, decltype(d8)> d32;
     const auto a = hn::Set(d8, 3), b = hn::Set(d8, -2);
-    auto s0 = hn::Set(d32, 1), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-    auto s8 = s0, s9 = s0, s10 = s0, s11 = s0;
+    // Distinct starting values: chains that start equal compute the same thing, and the
+    // compiler merged them into one (the probe then timed one dependent chain, the latency).
+    auto s0 = hn::Set(d32, 1), s1 = hn::Set(d32, 2), s2 = hn::Set(d32, 3), s3 = hn::Set(d32, 4);
+    auto s4 = hn::Set(d32, 5), s5 = hn::Set(d32, 6), s6 = hn::Set(d32, 7), s7 = hn::Set(d32, 8);
+    auto s8 = hn::Set(d32, 9), s9 = hn::Set(d32, 10), s10 = hn::Set(d32, 11),
+         s11 = hn::Set(d32, 12);
     for (int64_t i = 0; i < iters; ++i) {
         s0 = DotU8I8(d32, a, b, s0);
         s1 = DotU8I8(d32, a, b, s1);
