@@ -21,6 +21,7 @@
 #define TROUPE_KERNELS_GEMM_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -194,6 +195,17 @@ struct RowBlock {
     float min;             // m (types with a minimum)
 };
 
+// Prefetches rows [o, o + n) of w (those below o1): called by the matrix-matrix kernels once
+// they have prepared a group of rows, so the next group's weights arrive while this one
+// takes all its tokens (its preparation pass otherwise waits on DRAM or L3: batch 64 of
+// 1536x576 q8_0 on one thread 370 -> 500 GFLOP/s, batch 512 550 -> 590).
+HWY_INLINE void PrefetchNextRows(const ops::Weight& w, int64_t o, int64_t o1, int64_t n) {
+    if (o >= o1) return;
+    const uint8_t* begin = w.data + size_t(o) * w.row_stride;
+    const size_t bytes = size_t(std::min(n, o1 - o)) * w.row_stride;
+    for (size_t b = 0; b < bytes; b += 64) hwy::Prefetch(begin + b);
+}
+
 // Scratch per row for RowBlocks and decoded levels.
 HWY_INLINE size_t RowPrepBytes(int64_t n_blocks) {
     return size_t(n_blocks) * (sizeof(RowBlock) + 32);
@@ -337,6 +349,7 @@ HWY_INLINE void GemmLegacy(const ops::Weight& w, const PackedActs& p, int64_t n_
     int64_t o = o0;
     for (; o + R <= o1; o += R) {
         prepare(o, R);
+        PrefetchNextRows(w, o + R, o1, R);
         GemmRows<Codec, R>(w, o, rbs, p, n_tokens, y);
     }
     for (; o < o1; ++o) {

@@ -102,6 +102,7 @@ HWY_INLINE void GemmFloat(const ops::Weight& w, const PackedActs& p, int64_t n_t
     int64_t o = o0;
     for (; o + R <= o1; o += R) {
         prepare(o, R);
+        PrefetchNextRows(w, o + R, o1, R);
         GemmFloatRows<R>(w, o, rows, p, n_tokens, y);
     }
     for (; o < o1; ++o) {

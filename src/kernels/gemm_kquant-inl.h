@@ -250,6 +250,7 @@ HWY_INLINE void GemmKQuant(const ops::Weight& w, const PackedActs& p, int64_t n_
     int64_t o = o0;
     for (; o + R <= o1; o += R) {
         prepare(o, R);
+        PrefetchNextRows(w, o + R, o1, R);
         GemmKRows<kQ6, R>(w, o, krs, p, n_tokens, y);
     }
     for (; o < o1; ++o) {
