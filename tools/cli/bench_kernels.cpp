@@ -120,6 +120,12 @@ constexpr Shape kShapes[] = {{"576x576", 576, 576},
 const char* kDefaultTypes[] = {"q8_0", "q4_0", "q4_k", "q6_k", "f16", "bf16",
                                "f32",  "q5_0", "q4_1", "q5_1", "q5_k"};
 
+// Whether products with weights of this type run on 8-bit dot products (the activations
+// converted to Q8_0 / Q8_1 / Q8_K), rather than on float FMAs.
+bool is_8bit_act(DType act) {
+    return act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K;
+}
+
 bool fits(DType type, int64_t n_in) {
     return n_in % traits(type).block_size == 0;
 }
@@ -225,8 +231,8 @@ void bench_gemv(Context& c, const std::vector<DType>& types) {
 void bench_gemm(Context& c, const std::vector<DType>& types) {
     const std::vector<int64_t> batches = {1, 2, 4, 8, 16, 64, 512};
     say(c,
-        "matrix-matrix, %d threads: GFLOP/s (2 per multiply-add) and fraction of the best FMA "
-        "probe\n",
+        "matrix-matrix, %d threads: GFLOP/s (2 per multiply-add) and fraction of the best "
+        "probe of the type's arithmetic (int8 dot for quantised types, FMA for float ones)\n",
         c.pool.size());
     say(c, "  %-6s %-9s", "type", "shape");
     for (int64_t b : batches) say(c, " %14s", ("batch " + std::to_string(b)).c_str());
@@ -236,7 +242,9 @@ void bench_gemm(Context& c, const std::vector<DType>& types) {
         const Shape s = fits(type, 576) ? kShapes[2] : kShapes[1];  // 1536x576, else 576x1536
         WeightCopies w(type, s.n_in, s.n_out, c.working_set);
         say(c, "  %-6s %-9s", type_name(type), s.name);
-        json row = {{"type", type_name(type)}, {"shape", s.name}};
+        const bool int8 = is_8bit_act(act_type(type));
+        const double peak = int8 ? c.int8_all : c.fma_all;
+        json row = {{"type", type_name(type)}, {"shape", s.name}, {"probe", int8 ? "int8" : "fma"}};
         for (int64_t b : batches) {
             const auto x = random_floats(size_t(s.n_in * b), 5);
             std::vector<float> y(size_t(s.n_out * b));
@@ -244,11 +252,12 @@ void bench_gemm(Context& c, const std::vector<DType>& types) {
                 measure([&] { ops::matmul(w.next(), x.data(), y.data(), b, &c.pool); }, c.seconds);
             const double flops = 2.0 * double(s.n_in) * double(s.n_out) * double(b);
             const double gf = flops / t.median * 1e-9;
-            say(c, " %6.0f (%4.0f%%)", gf, 100.0 * gf / c.fma_all);
+            say(c, " %6.0f (%4.0f%%)", gf, 100.0 * gf / peak);
             row["batch_" + std::to_string(b)] = {{"gflops", gf},
                                                  {"gflops_best", flops / t.best * 1e-9},
                                                  {"us", t.median * 1e6},
-                                                 {"fraction_of_fma", gf / c.fma_all}};
+                                                 {"fraction_of_fma", gf / c.fma_all},
+                                                 {"fraction_of_probe", gf / peak}};
         }
         say(c, "\n");
         rows.push_back(row);
