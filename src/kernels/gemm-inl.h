@@ -91,17 +91,18 @@ HWY_INLINE PackedActs PackLayout(const ops::ActLayout& l) {
 // t's group 2j and lane 2t+1 its group 2j+1, so one 8-byte broadcast of weights and one dot
 // product advance two groups of every token (half the dot products of the plain layout).
 // A pair vector holds L/2 tokens; up to L tokens take two, which share each broadcast.
-// Here the weights are the unsigned operand (w + 128) and the activations stay signed; the
-// correction -128 * sum(x) of each token's block is packed in its even lane (the odd lane
-// holds 0, so it is counted once when the pair is added). Block scales are duplicated per
-// lane pair.
-HWY_INLINE bool UsePairs(bool all_q8_0, int64_t n_tokens) {
-    return kHasVnni && all_q8_0 && n_tokens <= int64_t(TokenLanes());
+// Here the weights are the unsigned operand (w + 128 for Q8_0, the stored level for Q4_0:
+// PairWeights) and the activations stay signed; the correction -128 * sum(x) of each token's
+// block is packed in its even lane (the odd lane holds 0, so it is counted once when the pair
+// is added). Block scales are duplicated per lane pair. pair_types: every weight of the call
+// has a pair-layout kernel (ops::kern::has_pair_kernel).
+HWY_INLINE bool UsePairs(bool pair_types, int64_t n_tokens) {
+    return kHasVnni && pair_types && n_tokens <= int64_t(TokenLanes());
 }
 
 // Packed vectors (of PackLayout's stride) that n_tokens tokens take.
-HWY_INLINE int64_t PackedVectors(bool all_q8_0, int64_t n_tokens) {
-    const int64_t per_vec = int64_t(TokenLanes()) / (UsePairs(all_q8_0, n_tokens) ? 2 : 1);
+HWY_INLINE int64_t PackedVectors(bool pair_types, int64_t n_tokens) {
+    const int64_t per_vec = int64_t(TokenLanes()) / (UsePairs(pair_types, n_tokens) ? 2 : 1);
     return (n_tokens + per_vec - 1) / per_vec;
 }
 
@@ -437,7 +438,45 @@ HWY_NOINLINE void GemvPackedRows(const uint8_t* row0, size_t stride, const uint8
 // Rows per GemvPairsRows pass (even: rows go in twos through the float steps).
 constexpr int kPairRows = 4;
 
-// kRows consecutive Q8_0 rows (row r at row + r * stride) for the tokens of kVecs
+// The unsigned operand of the pair layout's dot products for 32-value block types: group j
+// (values 8j .. 8j + 7) of the block at blk, its 8 bytes in every 64-bit lane, and the shift
+// that turns the activation-side correction packed for Q8_0 (-128 * sum(x), PackPairs) into
+// this type's.
+//   Q8_0: w + 128 (sum (w + 128) x = sum w x + 128 sum x): a broadcast and an XOR (an XOR
+//         in a general register before the broadcast was 14% slower at batch 8);
+//   Q4_0: the 4-bit level q = w + 8 as stored (sum q x = sum w x + 8 sum x, and 8 sum x =
+//         (128 sum x) >> 4 exactly); low nibbles of bytes 0-15 are values 0-15, high nibbles
+//         values 16-31.
+template <class Codec>
+struct PairWeights;
+template <>
+struct PairWeights<CodecQ8_0> {
+    static constexpr int kCorrectionShift = 0;
+    static HWY_INLINE GV8 Group(const uint8_t* blk, size_t j) {
+        const hn::Repartition<uint64_t, GF> du64;
+        uint64_t w;
+        std::memcpy(&w, blk + 2 + 8 * j, 8);
+        return hn::BitCast(G8(), hn::Xor(hn::Set(du64, w), hn::Set(du64, 0x8080808080808080ull)));
+    }
+};
+template <>
+struct PairWeights<CodecQ4_0> {
+    static constexpr int kCorrectionShift = 4;
+    static HWY_INLINE GV8 Group(const uint8_t* blk, size_t j) {
+        const hn::Repartition<uint64_t, GF> du64;
+        uint64_t q;
+        std::memcpy(&q, blk + 2 + 8 * (j % 2), 8);
+        return hn::BitCast(G8(), hn::Set(du64, (j < 2 ? q : q >> 4) & 0x0F0F0F0F0F0F0F0Full));
+    }
+};
+
+// Whether weights of Codec's type have a pair-layout kernel (PairWeights).
+template <class Codec>
+constexpr bool HasPairKernel() {
+    return std::is_same_v<Codec, CodecQ8_0> || std::is_same_v<Codec, CodecQ4_0>;
+}
+
+// kRows consecutive rows of Q8_0 or Q4_0 (row r at row + r * stride) for the tokens of kVecs
 // pair-layout token vectors (UsePairs). Every (row, token) does exactly acc = fma(float(isum_k),
 // dx_k * dw_k, acc) over the blocks in order, so the result depends neither on kRows nor on
 // kVecs. The rows share the activation loads and run independent FMA chains (with one row
@@ -446,11 +485,12 @@ constexpr int kPairRows = 4;
 // are added into even (a) and odd (b) lanes, against scales dw_a / dw_b in the same lanes.
 // Not inlined: in the large dispatching function the loop lost its registers (counters
 // spilled to the stack).
-template <int kRows, int kVecs>
+template <class Codec, int kRows, int kVecs>
 HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t* pf,
                                 const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
                                 int64_t ldy) {
     static_assert(kRows == 1 || kRows % 2 == 0, "rows go in twos");
+    using W = PairWeights<Codec>;
     constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
     const GF df;
     const GI di;
@@ -458,15 +498,14 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
     const hn::Rebind<uint16_t, GF> d16;
     const hn::Repartition<uint32_t, decltype(d16)> d16x2;
     const size_t L = hn::Lanes(df);
-    const auto bias = hn::Set(du64, 0x8080808080808080ull);
     GVF acc[kAcc][kVecs];
     for (int r = 0; r < kAcc; ++r)
         for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(df);
     for (int64_t k = 0; k < n_blocks; ++k) {
         const uint8_t* blk[kRows];
         for (int r = 0; r < kRows; ++r) {
-            blk[r] = row + size_t(r) * stride + size_t(k) * sizeof(BlockQ8_0);
-            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ8_0));
+            blk[r] = row + size_t(r) * stride + size_t(k) * Codec::kBytes;
+            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * Codec::kBytes);
         }
         GV8 x[kVecs][4];
         GVI c[kVecs];
@@ -477,6 +516,7 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
             for (size_t j = 0; j < 4; ++j) x[v][j] = hn::LoadU(G8(), xg + j * L * 4);
             c[v] = hn::LoadU(di,
                              reinterpret_cast<const int32_t*>(base + p.sum_offset) + size_t(k) * L);
+            if constexpr (W::kCorrectionShift != 0) c[v] = hn::ShiftRight<W::kCorrectionShift>(c[v]);
             dxv[v] =
                 hn::LoadU(df, reinterpret_cast<const float*>(base + p.d_offset) + size_t(k) * L);
         }
@@ -491,9 +531,7 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
                 // row (to hide the dot product's latency) only added instructions (batch 8
                 // on one thread 300-320 -> 335-350 GFLOP/s without it).
                 for (size_t j = 0; j < 4; ++j) {
-                    uint64_t w8;
-                    std::memcpy(&w8, blk[r + i] + 2 + 8 * j, 8);
-                    const auto a = hn::BitCast(G8(), hn::Xor(hn::Set(du64, w8), bias));  // w + 128
+                    const GV8 a = W::Group(blk[r + i], j);
                     for (int v = 0; v < kVecs; ++v)
                         sums[i][v] = DotU8I8(di, a, x[v][j], sums[i][v]);
                 }
@@ -541,13 +579,13 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
 }
 
 // kRows rows for all pair vectors of the batch.
-template <int kRows>
+template <class Codec, int kRows>
 HWY_INLINE void GemvPairsPass(const uint8_t* row, size_t stride, const uint8_t* pf,
                               const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
                               int64_t ldy) {
     if (n_tokens > int64_t(TokenLanes() / 2))
-        return GemvPairsRows<kRows, 2>(row, stride, pf, p, n_blocks, n_tokens, y, ldy);
-    GemvPairsRows<kRows, 1>(row, stride, pf, p, n_blocks, n_tokens, y, ldy);
+        return GemvPairsRows<Codec, kRows, 2>(row, stride, pf, p, n_blocks, n_tokens, y, ldy);
+    GemvPairsRows<Codec, kRows, 1>(row, stride, pf, p, n_blocks, n_tokens, y, ldy);
 }
 
 template <class Codec>
@@ -564,15 +602,16 @@ HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_
     auto pf_row = [&](int64_t o, int64_t n = 1) {
         return w.data + size_t(o + ahead + n <= o1 ? o + ahead : o) * stride;
     };
-    if constexpr (kHasVnni && std::is_same_v<Codec, CodecQ8_0>) {
+    if constexpr (kHasVnni && HasPairKernel<Codec>()) {
         if (p.pairs) {
             int64_t o = o0;
             for (; o + kPairRows <= o1; o += kPairRows)
-                GemvPairsPass<kPairRows>(w.data + size_t(o) * stride, stride, pf_row(o, kPairRows),
-                                         p, n_blocks, n_tokens, y + o, w.n_out);
+                GemvPairsPass<Codec, kPairRows>(w.data + size_t(o) * stride, stride,
+                                                pf_row(o, kPairRows), p, n_blocks, n_tokens,
+                                                y + o, w.n_out);
             for (; o < o1; ++o)
-                GemvPairsPass<1>(w.data + size_t(o) * stride, stride, pf_row(o), p, n_blocks,
-                                 n_tokens, y + o, w.n_out);
+                GemvPairsPass<Codec, 1>(w.data + size_t(o) * stride, stride, pf_row(o), p,
+                                        n_blocks, n_tokens, y + o, w.n_out);
             return;
         }
     }

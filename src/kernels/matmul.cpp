@@ -232,32 +232,32 @@ size_t GemmPackedBytes(const ops::Weight& w, const ops::ActLayout& l) {
 
 // Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]; null: act holds them
 // already) into act and packs them into `packed`.
-void QuantizeAndPack(bool all_q8_0, const float* rows, const ops::ActLayout& l, int64_t tv,
+void QuantizeAndPack(bool pair_types, const float* rows, const ops::ActLayout& l, int64_t tv,
                      int64_t n_tokens, uint8_t* act, uint8_t* packed) {
 #if HWY_TARGET != HWY_SCALAR
     const int64_t L = int64_t(TokenLanes());
     const int64_t t0 = tv * L, t1 = t0 + L < n_tokens ? t0 + L : n_tokens;
     if (rows) QuantizeActRows(rows, 0, t1 - t0, act + size_t(t0) * l.row_bytes, l);
     const PackedActs p = PackLayout(l);
-    if (UsePairs(all_q8_0, n_tokens)) {
+    if (UsePairs(pair_types, n_tokens)) {
         const int64_t per_vec = L / 2;
-        for (int64_t v = 0; v < PackedVectors(all_q8_0, n_tokens); ++v)
+        for (int64_t v = 0; v < PackedVectors(pair_types, n_tokens); ++v)
             PackPairs(act, l, v * per_vec, std::min(per_vec, n_tokens - v * per_vec), p,
                       packed + size_t(v) * p.stride);
     } else {
         PackTokens(act, l, t0, t1 - t0, p, packed + size_t(tv) * p.stride);
     }
 #else
-    (void)all_q8_0, (void)rows, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
+    (void)pair_types, (void)rows, (void)l, (void)tv, (void)n_tokens, (void)act, (void)packed;
 #endif
 }
 
 // Packed vectors that n_tokens tokens take (each of GemmPackedBytes).
-int64_t GemmPackedVectors(bool all_q8_0, int64_t n_tokens) {
+int64_t GemmPackedVectors(bool pair_types, int64_t n_tokens) {
 #if HWY_TARGET != HWY_SCALAR
-    return PackedVectors(all_q8_0, n_tokens);
+    return PackedVectors(pair_types, n_tokens);
 #else
-    (void)all_q8_0;
+    (void)pair_types;
     return n_tokens;
 #endif
 }
@@ -273,15 +273,15 @@ size_t GemmScratch(const ops::Weight& w) {
 }
 
 // Rows [o0, o1) for all n_tokens tokens from the packed activations.
-void GemmTile(const ops::Weight& w, const ops::ActLayout& l, const uint8_t* packed, bool all_q8_0,
+void GemmTile(const ops::Weight& w, const ops::ActLayout& l, const uint8_t* packed, bool pair_types,
               int64_t n_tokens, int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
 #if HWY_TARGET != HWY_SCALAR
     PackedActs p = PackLayout(l);
     p.base = packed;
-    p.pairs = UsePairs(all_q8_0, n_tokens);
+    p.pairs = UsePairs(pair_types, n_tokens);
     GemmAnyType(w, p, n_tokens, o0, o1, y, scratch);
 #else
-    (void)w, (void)l, (void)packed, (void)all_q8_0, (void)n_tokens, (void)o0, (void)o1, (void)y;
+    (void)w, (void)l, (void)packed, (void)pair_types, (void)n_tokens, (void)o0, (void)o1, (void)y;
     (void)scratch;
 #endif
 }
@@ -334,22 +334,22 @@ size_t gemm_packed_bytes(const Weight& w, const ActLayout& l) {
     return HWY_DYNAMIC_DISPATCH(GemmPackedBytes)(w, l);
 }
 
-void quantize_and_pack(bool all_q8_0, const float* rows, const ActLayout& l, int64_t tv,
+void quantize_and_pack(bool pair_types, const float* rows, const ActLayout& l, int64_t tv,
                        int64_t n_tokens, uint8_t* act, uint8_t* packed) {
-    HWY_DYNAMIC_DISPATCH(QuantizeAndPack)(all_q8_0, rows, l, tv, n_tokens, act, packed);
+    HWY_DYNAMIC_DISPATCH(QuantizeAndPack)(pair_types, rows, l, tv, n_tokens, act, packed);
 }
 
-int64_t gemm_packed_vectors(bool all_q8_0, int64_t n_tokens) {
-    return HWY_DYNAMIC_DISPATCH(GemmPackedVectors)(all_q8_0, n_tokens);
+int64_t gemm_packed_vectors(bool pair_types, int64_t n_tokens) {
+    return HWY_DYNAMIC_DISPATCH(GemmPackedVectors)(pair_types, n_tokens);
 }
 
 size_t gemm_scratch_bytes(const Weight& w) {
     return HWY_DYNAMIC_DISPATCH(GemmScratch)(w);
 }
 
-void gemm_rows(const Weight& w, const ActLayout& l, const uint8_t* packed, bool all_q8_0,
+void gemm_rows(const Weight& w, const ActLayout& l, const uint8_t* packed, bool pair_types,
                int64_t n_tokens, int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
-    HWY_DYNAMIC_DISPATCH(GemmTile)(w, l, packed, all_q8_0, n_tokens, o0, o1, y, scratch);
+    HWY_DYNAMIC_DISPATCH(GemmTile)(w, l, packed, pair_types, n_tokens, o0, o1, y, scratch);
 }
 
 }  // namespace ops::kern

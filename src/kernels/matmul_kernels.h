@@ -40,19 +40,26 @@ void gemv_rows(const Weight& w, const uint8_t* act, const ActLayout& l, int64_t 
 
 // ---- Matrix-matrix (packed activations) ---------------------------------------------------
 
+// Whether weights of this type have a pair-layout kernel for batched decode (Q8_0, Q4_0):
+// a call whose weights all have one packs its activations for it (with VNNI, up to a
+// vector of tokens). The pair_types arguments below carry that.
+inline bool has_pair_kernel(DType type) {
+    return type == DType::Q8_0 || type == DType::Q4_0;
+}
+
 // Tokens per packed vector, and the bytes of one packed vector (0: no kernel for w).
 size_t gemm_token_lanes();
 size_t gemm_packed_bytes(const Weight& w, const ActLayout& l);
 // Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]) into act (all tokens'
 // rows) and packs them into `packed`. rows null: act holds the converted tokens already.
-void quantize_and_pack(bool all_q8_0, const float* rows, const ActLayout& l, int64_t tv,
+void quantize_and_pack(bool pair_types, const float* rows, const ActLayout& l, int64_t tv,
                        int64_t n_tokens, uint8_t* act, uint8_t* packed);
 // Packed vectors (of gemm_packed_bytes each) that quantize_and_pack fills for n_tokens.
-int64_t gemm_packed_vectors(bool all_q8_0, int64_t n_tokens);
+int64_t gemm_packed_vectors(bool pair_types, int64_t n_tokens);
 // Per-thread scratch of gemm_rows.
 size_t gemm_scratch_bytes(const Weight& w);
 // Rows [o0, o1) for all n_tokens tokens from the packed activations.
-void gemm_rows(const Weight& w, const ActLayout& l, const uint8_t* packed, bool all_q8_0,
+void gemm_rows(const Weight& w, const ActLayout& l, const uint8_t* packed, bool pair_types,
                int64_t n_tokens, int64_t o0, int64_t o1, float* y, uint8_t* scratch);
 
 }  // namespace troupe::ops::kern

@@ -205,13 +205,13 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
     const int64_t L = int64_t(kern::gemm_token_lanes());
     const int64_t n_vecs = (n_tokens + L - 1) / L;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
-    bool all_q8_0 = true;
+    bool pair_types = true;
     size_t scratch_bytes = 0;
     for (int m = 0; m < n; ++m) {
-        all_q8_0 &= ws[m].type == DType::Q8_0;
+        pair_types &= kern::has_pair_kernel(ws[m].type);
         scratch_bytes = std::max(scratch_bytes, kern::gemm_scratch_bytes(ws[m]));
     }
-    const size_t n_packed = size_t(kern::gemm_packed_vectors(all_q8_0, n_tokens));
+    const size_t n_packed = size_t(kern::gemm_packed_vectors(pair_types, n_tokens));
     auto* act = static_cast<uint8_t*>(r.shared_scratch(act_bytes + plan.packed_bytes * n_packed));
     uint8_t* packed = act + act_bytes;
     // While the tokens are packed, a participant that waits fetches its own weights; from the
@@ -230,7 +230,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
                                     act + size_t(t) * l.row_bytes, l);
         });
         r.for_each(n_vecs, [&](int64_t tv) {
-            kern::quantize_and_pack(all_q8_0, nullptr, l, tv, n_tokens, act, packed);
+            kern::quantize_and_pack(pair_types, nullptr, l, tv, n_tokens, act, packed);
         });
     } else {
         r.for_each(n_vecs, [&](int64_t tv) {
@@ -238,7 +238,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
             float* tmp = transforms(in) ? static_cast<float*>(r.thread_scratch(
                                               size_t(L) * size_t(l.n_in) * sizeof(float)))
                                         : nullptr;
-            kern::quantize_and_pack(all_q8_0, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens,
+            kern::quantize_and_pack(pair_types, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens,
                                     act, packed);
         });
     }
@@ -248,7 +248,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
         const RowTask task = tasks[t];
         auto* scratch = static_cast<uint8_t*>(r.thread_scratch(scratch_bytes));
         const Weight& w = ws[task.m];
-        kern::gemm_rows(w, l, packed, all_q8_0, n_tokens, task.o0, task.o1, ys[task.m], scratch);
+        kern::gemm_rows(w, l, packed, pair_types, n_tokens, task.o0, task.o1, ys[task.m], scratch);
         if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
     });
 }

@@ -1,6 +1,9 @@
-// Model::forward's contract on the rows that want logits: the last layer runs only on them
-// (when they are not all the rows), and that changes no bit of their logits nor of the KV
-// the pass stores. Checked against passes where every row wants logits, on the bundled model.
+// Model::forward's contracts on batches: the last layer runs only on the rows that want
+// logits (when they are not all the rows), and that changes no bit of their logits nor of the
+// KV the pass stores (checked against passes where every row wants logits, on the bundled
+// model); and a sequence decoded in a batch gets the bits it gets decoded alone, for every
+// weight type of the tiny models that is present (the batched products take other kernels:
+// the pair layout for Q8_0 and Q4_0).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,6 +11,7 @@
 #include <vector>
 
 #include "engine/sequence_kv.h"
+#include "model/golden.h"
 #include "model/model.h"
 
 namespace troupe {
@@ -131,6 +135,43 @@ TEST(Forward, PrefillChunksWithoutLogitsStoreTheSameKv) {
         (all ? want : got) = run(m, kv, {{{prompt.back()}, 69, 1, blocks}}, all, pool, ws);
     }
     EXPECT_TRUE(same_bits(got, want));
+}
+
+TEST(Forward, BatchedDecodeGivesTheBitsOfDecodeAlone) {
+    int n_models = 0;
+    for (const char* file : {"troupe-tiny-q8_0.gguf", "troupe-tiny-q4_0.gguf",
+                             "troupe-tiny-f16.gguf", "troupe-tiny-q4_k_m.gguf"}) {
+        const std::string path = test::find_model(file);
+        if (path.empty()) continue;  // only the Q8_0 model is in the repository
+        ++n_models;
+        const auto m = Model::load(path);
+        const int nv = m->hparams().n_vocab;
+        ThreadPool pool(2);
+        constexpr int kSeqs = 8;  // the pair layout's batch; its kernels differ from decode's
+        // Sequence i: a prompt of its own in blocks 2i and 2i + 1, then one decode token.
+        std::vector<Seq> prompts, decode;
+        for (int i = 0; i < kSeqs; ++i) {
+            prompts.push_back({some_tokens(17 + i, 10 + i), 0, 1, range(2 * i, 2 * i + 2)});
+            decode.push_back({some_tokens(1, 30 + i), 17 + i, 1, range(2 * i, 2 * i + 2)});
+        }
+        std::vector<float> alone, batched;
+        for (bool batch : {false, true}) {
+            SequenceKv kv(m->hparams(), 16 * 2 * kSeqs);
+            ForwardWorkspace ws;
+            for (const Seq& s : prompts) run(*m, kv, {s}, false, pool, ws);
+            if (batch) {
+                batched = run(*m, kv, decode, false, pool, ws);
+            } else {
+                for (const Seq& s : decode) {
+                    const std::vector<float> one = run(*m, kv, {s}, false, pool, ws);
+                    alone.insert(alone.end(), one.begin(), one.end());
+                }
+            }
+        }
+        ASSERT_EQ(alone.size(), size_t(kSeqs) * size_t(nv)) << file;
+        EXPECT_TRUE(same_bits(batched, alone)) << file;
+    }
+    EXPECT_GE(n_models, 1);
 }
 
 }  // namespace
