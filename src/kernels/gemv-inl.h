@@ -186,8 +186,26 @@ HWY_INLINE void PrefetchBlock(const uint8_t* p) {
     for (size_t o = 0; o < kBytes; o += 64) hwy::Prefetch(p + o);
 }
 
+// The canonical float steps of the K-quants, shared with the matrix-matrix kernels
+// (gemm_kquant-inl.h), so that a token's result does not depend on its batch: per
+// super-block k in order, with the exact integer sums S_k (and M_k for the mins),
+//   acc = MulAdd(float(S_k), dx_k * d_k, acc), then for Q4_K / Q5_K
+//   acc = NegMulAdd(float(M_k), dx_k * dmin_k, acc),
+// with Highway's MulAdd / NegMulAdd on one-lane vectors: the instructions of the token lanes
+// there (fused where the target has FMA, a product and a sum where it has not), on scalars.
+using DK1 = hn::CappedTag<float, 1>;
+using VK1 = hn::Vec<DK1>;
+HWY_INLINE VK1 KQuantStep(VK1 acc, int32_t s, float dx, float d) {
+    const DK1 d1;
+    return hn::MulAdd(hn::Set(d1, float(s)), hn::Mul(hn::Set(d1, dx), hn::Set(d1, d)), acc);
+}
+HWY_INLINE VK1 KQuantMinStep(VK1 acc, int32_t m, float dx, float dmin) {
+    const DK1 d1;
+    return hn::NegMulAdd(hn::Set(d1, float(m)), hn::Mul(hn::Set(d1, dx), hn::Set(d1, dmin)), acc);
+}
+
 // One Q4_K (kHasHigh false) or Q5_K row times T tokens: per super-block,
-// d d_x sum_j sc_j isum_j - dmin d_x sum_j m_j (bsum_2j + bsum_2j+1).
+// d d_x sum_j sc_j isum_j - dmin d_x sum_j m_j (bsum_2j + bsum_2j+1), in KQuantStep's order.
 template <bool kHasHigh, int T>
 HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
                             const ops::ActLayout& l, float* y, int64_t ldy) {
@@ -196,11 +214,9 @@ HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, co
     const D8 d8;
     const DU8 du8;
     const D32 d32;
-    const DF df;
     const size_t N8 = hn::Lanes(d8);
-    VF acc[T];
-    float mins[T] = {};
-    for (int t = 0; t < T; ++t) acc[t] = hn::Zero(df);
+    VK1 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = hn::Zero(DK1());
     for (int64_t k = 0; k < l.n_blocks; ++k) {
         const uint8_t* b = w + size_t(k) * kBytes;
         PrefetchBlock<kBytes>(pf + size_t(k) * kBytes);
@@ -234,24 +250,23 @@ HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, co
                 }
             }
         }
-        const VF dd = BroadcastF16(b);
-        const float dmin = LoadF16(b + 2);
+        const float d = LoadF16(b), dmin = LoadF16(b + 2);
         for (int t = 0; t < T; ++t) {
             const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
             const auto* bs =
                 reinterpret_cast<const int32_t*>(a.row[t] + l.sum_offset) + k * (QK_K / 16);
             int32_t msum = 0;
             for (int j = 0; j < 8; ++j) msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-            acc[t] = hn::MulAdd(hn::Mul(dd, hn::Set(df, dx)), hn::ConvertTo(df, sumi[t]), acc[t]);
-            mins[t] += dmin * dx * float(msum);
+            acc[t] = KQuantStep(acc[t], ReduceSum(d32, sumi[t]), dx, d);
+            acc[t] = KQuantMinStep(acc[t], msum, dx, dmin);
         }
     }
-    for (int t = 0; t < T; ++t) y[t * ldy] = ReduceSum(df, acc[t]) - mins[t];
+    for (int t = 0; t < T; ++t) y[t * ldy] = hn::GetLane(acc[t]);
 }
 
 // One Q6_K row times T tokens: per super-block, d d_x sum_j sc_j (sum_i q_i x_i - 32 bsum_j)
 // over the 16 sub-blocks of 16 values (q in 0..63 is the stored level; the reference
-// subtracts 32 first).
+// subtracts 32 first), in KQuantStep's order.
 template <int T>
 HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, const GemvActs& a,
                            const ops::ActLayout& l, float* y, int64_t ldy) {
@@ -260,7 +275,8 @@ HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, con
     const DU8 du8;
     const D32 d32;
     const size_t N8 = hn::Lanes(d8);
-    float total[T] = {};
+    VK1 total[T];
+    for (int t = 0; t < T; ++t) total[t] = hn::Zero(DK1());
     // Scales of the sub-blocks of elements i .. i + N8 of a 32-value group: one per 16.
     auto scale_vec = [&](const int8_t* sc, size_t i) -> VI {
         if constexpr (hn::MaxLanes(D8()) >= 32) {
@@ -313,10 +329,10 @@ HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, con
             int32_t corr = 0;
             for (int j = 0; j < 16; ++j) corr += int32_t(sc[j]) * bs[j];
             const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
-            total[t] += d * dx * float(ReduceSum(d32, sumi[t]) - 32 * corr);
+            total[t] = KQuantStep(total[t], ReduceSum(d32, sumi[t]) - 32 * corr, dx, d);
         }
     }
-    for (int t = 0; t < T; ++t) y[t * ldy] = total[t];
+    for (int t = 0; t < T; ++t) y[t * ldy] = hn::GetLane(total[t]);
 }
 
 // ---- Float types: F32, F16, BF16 weights times float activations ----------------------

@@ -153,14 +153,17 @@ TEST(Matmul, ManyMatricesOnOneInput) {
         }
 }
 
-// The 32-value block types sum in one canonical order on every path (matrix-vector for 1-3
+// The quantised types sum in one canonical order on every path (matrix-vector for 1-3
 // tokens, packed rows for batched decode, the matrix-matrix tiles of prefill): a token's
 // outputs are bit-identical whether it is computed alone or as a row of any batch, with or
-// without threads.
-TEST(Matmul, BlockTypesAreBatchInvariant) {
+// without threads. (The K-quants' matrix-vector kernels once kept partial sums in vector
+// lanes: a token in a batch of 16 or more got other bits than alone.)
+TEST(Matmul, QuantisedTypesAreBatchInvariant) {
     ThreadPool pool(2);
-    for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_1, DType::Q5_1})
-        for (int64_t n_in : {32, 288, 576, 1536}) {
+    for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_1, DType::Q5_1,
+                       DType::Q4_K, DType::Q5_K, DType::Q6_K})
+        for (int64_t n_in : {32, 256, 288, 576, 1536}) {
+            if (n_in % traits(type).block_size != 0) continue;
             const int64_t n_out = 83;
             const TestWeight tw = make_weight(type, n_in, n_out, uint32_t(n_in + 3), 1);
             const int64_t max_tokens = 40;

@@ -147,12 +147,15 @@ TEST(Forward, BatchedDecodeGivesTheBitsOfDecodeAlone) {
         const auto m = Model::load(path);
         const int nv = m->hparams().n_vocab;
         ThreadPool pool(2);
-        constexpr int kSeqs = 8;  // the pair layout's batch; its kernels differ from decode's
+        // 20 sequences: the matrix-matrix kernels of every type (the pair layout's up to 16
+        // tokens, the K-quants' from 16), against the matrix-vector ones of decode alone.
+        constexpr int kSeqs = 20;
         // Sequence i: a prompt of its own in blocks 2i and 2i + 1, then one decode token.
         std::vector<Seq> prompts, decode;
         for (int i = 0; i < kSeqs; ++i) {
-            prompts.push_back({some_tokens(17 + i, 10 + i), 0, 1, range(2 * i, 2 * i + 2)});
-            decode.push_back({some_tokens(1, 30 + i), 17 + i, 1, range(2 * i, 2 * i + 2)});
+            const int n = 17 + i % 8;  // + 1 decoded: within the sequence's 32 slots
+            prompts.push_back({some_tokens(n, 10 + i), 0, 1, range(2 * i, 2 * i + 2)});
+            decode.push_back({some_tokens(1, 30 + i), n, 1, range(2 * i, 2 * i + 2)});
         }
         std::vector<float> alone, batched;
         for (bool batch : {false, true}) {
