@@ -32,8 +32,11 @@ ChosenTarget& GetChosenTarget() {
 }  // namespace hwy
 CPP
 
+# The newest header of the sources: an object older than it is rebuilt too (the kernels live
+# in -inl.h headers, which the .cpp files of the targets include).
+newest_header=$(ls -t $(find src tests -name '*.h') | head -1)
 compile() {  # source object
-  [ "$2" -nt "$1" ] || "${CXX[@]}" -c "$1" -o "$2"
+  [ "$2" -nt "$1" ] && [ "$2" -nt "$newest_header" ] || "${CXX[@]}" -c "$1" -o "$2"
 }
 objs=()
 for src in src/kernels/*.cpp src/tensor/*.cpp; do
