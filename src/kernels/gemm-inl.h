@@ -494,7 +494,6 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
     constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
     const GF df;
     const GI di;
-    const hn::Repartition<uint64_t, GF> du64;
     const hn::Rebind<uint16_t, GF> d16;
     const hn::Repartition<uint32_t, decltype(d16)> d16x2;
     const size_t L = hn::Lanes(df);
@@ -516,7 +515,8 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
             for (size_t j = 0; j < 4; ++j) x[v][j] = hn::LoadU(G8(), xg + j * L * 4);
             c[v] = hn::LoadU(di,
                              reinterpret_cast<const int32_t*>(base + p.sum_offset) + size_t(k) * L);
-            if constexpr (W::kCorrectionShift != 0) c[v] = hn::ShiftRight<W::kCorrectionShift>(c[v]);
+            if constexpr (W::kCorrectionShift != 0)
+                c[v] = hn::ShiftRight<W::kCorrectionShift>(c[v]);
             dxv[v] =
                 hn::LoadU(df, reinterpret_cast<const float*>(base + p.d_offset) + size_t(k) * L);
         }
@@ -607,11 +607,11 @@ HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_
             int64_t o = o0;
             for (; o + kPairRows <= o1; o += kPairRows)
                 GemvPairsPass<Codec, kPairRows>(w.data + size_t(o) * stride, stride,
-                                                pf_row(o, kPairRows), p, n_blocks, n_tokens,
-                                                y + o, w.n_out);
+                                                pf_row(o, kPairRows), p, n_blocks, n_tokens, y + o,
+                                                w.n_out);
             for (; o < o1; ++o)
-                GemvPairsPass<Codec, 1>(w.data + size_t(o) * stride, stride, pf_row(o), p,
-                                        n_blocks, n_tokens, y + o, w.n_out);
+                GemvPairsPass<Codec, 1>(w.data + size_t(o) * stride, stride, pf_row(o), p, n_blocks,
+                                        n_tokens, y + o, w.n_out);
             return;
         }
     }

@@ -238,8 +238,8 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
             float* tmp = transforms(in) ? static_cast<float*>(r.thread_scratch(
                                               size_t(L) * size_t(l.n_in) * sizeof(float)))
                                         : nullptr;
-            kern::quantize_and_pack(pair_types, input_rows(in, l.n_in, t0, t1, tmp), l, tv, n_tokens,
-                                    act, packed);
+            kern::quantize_and_pack(pair_types, input_rows(in, l.n_in, t0, t1, tmp), l, tv,
+                                    n_tokens, act, packed);
         });
     }
     r.prefetch_next(next.first, next.second);

@@ -160,8 +160,8 @@ TEST(Matmul, ManyMatricesOnOneInput) {
 // lanes: a token in a batch of 16 or more got other bits than alone.)
 TEST(Matmul, QuantisedTypesAreBatchInvariant) {
     ThreadPool pool(2);
-    for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_1, DType::Q5_1,
-                       DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::Q4_K,
+                       DType::Q5_K, DType::Q6_K})
         for (int64_t n_in : {32, 256, 288, 576, 1536}) {
             if (n_in % traits(type).block_size != 0) continue;
             const int64_t n_out = 83;
