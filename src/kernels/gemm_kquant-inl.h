@@ -189,14 +189,13 @@ HWY_INLINE void MicroKQuant(const ops::Weight& w, int64_t o0, const KRow* HWY_RE
                                        hn::LoadU(di, bs + size_t(2 * j + 1) * L));
             }
             for (int r = 0; r < R; ++r) {
-                acc[r][v] = hn::MulAdd(hn::ConvertTo(df, sumi[r][v]),
-                                       hn::Mul(dx, hn::Set(df, kr[r]->d)), acc[r][v]);
+                acc[r][v] = KQuantStep(df, acc[r][v], hn::ConvertTo(df, sumi[r][v]), dx, kr[r]->d);
                 if constexpr (!kQ6) {
                     GVI msum = hn::Zero(di);
                     for (int j = 0; j < 8; ++j)
                         msum = hn::Add(msum, hn::Mul(bsum2[j], hn::Set(di, kr[r]->m[j])));
-                    acc[r][v] = hn::NegMulAdd(hn::ConvertTo(df, msum),
-                                              hn::Mul(dx, hn::Set(df, kr[r]->dmin)), acc[r][v]);
+                    acc[r][v] =
+                        KQuantMinStep(df, acc[r][v], hn::ConvertTo(df, msum), dx, kr[r]->dmin);
                 }
             }
         }

@@ -191,18 +191,20 @@ HWY_INLINE void PrefetchBlock(const uint8_t* p) {
 // super-block k in order, with the exact integer sums S_k (and M_k for the mins),
 //   acc = MulAdd(float(S_k), dx_k * d_k, acc), then for Q4_K / Q5_K
 //   acc = NegMulAdd(float(M_k), dx_k * dmin_k, acc),
-// with Highway's MulAdd / NegMulAdd on one-lane vectors: the instructions of the token lanes
-// there (fused where the target has FMA, a product and a sum where it has not), on scalars.
+// with Highway's MulAdd / NegMulAdd (fused where the target has FMA, a product and a sum
+// where it has not). Both paths call these: the matrix-matrix kernels with tokens in lanes,
+// the matrix-vector ones on one-lane vectors (DK1). s, m: the sums in float; dx: the
+// activation scales.
+template <class D>
+HWY_INLINE hn::Vec<D> KQuantStep(D d, hn::Vec<D> acc, hn::Vec<D> s, hn::Vec<D> dx, float scale) {
+    return hn::MulAdd(s, hn::Mul(dx, hn::Set(d, scale)), acc);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> KQuantMinStep(D d, hn::Vec<D> acc, hn::Vec<D> m, hn::Vec<D> dx, float dmin) {
+    return hn::NegMulAdd(m, hn::Mul(dx, hn::Set(d, dmin)), acc);
+}
 using DK1 = hn::CappedTag<float, 1>;
 using VK1 = hn::Vec<DK1>;
-HWY_INLINE VK1 KQuantStep(VK1 acc, int32_t s, float dx, float d) {
-    const DK1 d1;
-    return hn::MulAdd(hn::Set(d1, float(s)), hn::Mul(hn::Set(d1, dx), hn::Set(d1, d)), acc);
-}
-HWY_INLINE VK1 KQuantMinStep(VK1 acc, int32_t m, float dx, float dmin) {
-    const DK1 d1;
-    return hn::NegMulAdd(hn::Set(d1, float(m)), hn::Mul(hn::Set(d1, dx), hn::Set(d1, dmin)), acc);
-}
 
 // One Q4_K (kHasHigh false) or Q5_K row times T tokens: per super-block,
 // d d_x sum_j sc_j isum_j - dmin d_x sum_j m_j (bsum_2j + bsum_2j+1), in KQuantStep's order.
@@ -257,8 +259,10 @@ HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, co
                 reinterpret_cast<const int32_t*>(a.row[t] + l.sum_offset) + k * (QK_K / 16);
             int32_t msum = 0;
             for (int j = 0; j < 8; ++j) msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-            acc[t] = KQuantStep(acc[t], ReduceSum(d32, sumi[t]), dx, d);
-            acc[t] = KQuantMinStep(acc[t], msum, dx, dmin);
+            const DK1 d1;
+            const VK1 dxv = hn::Set(d1, dx);
+            acc[t] = KQuantStep(d1, acc[t], hn::Set(d1, float(ReduceSum(d32, sumi[t]))), dxv, d);
+            acc[t] = KQuantMinStep(d1, acc[t], hn::Set(d1, float(msum)), dxv, dmin);
         }
     }
     for (int t = 0; t < T; ++t) y[t * ldy] = hn::GetLane(acc[t]);
@@ -329,7 +333,10 @@ HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, con
             int32_t corr = 0;
             for (int j = 0; j < 16; ++j) corr += int32_t(sc[j]) * bs[j];
             const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
-            total[t] = KQuantStep(total[t], ReduceSum(d32, sumi[t]) - 32 * corr, dx, d);
+            const DK1 d1;
+            total[t] =
+                KQuantStep(d1, total[t], hn::Set(d1, float(ReduceSum(d32, sumi[t]) - 32 * corr)),
+                           hn::Set(d1, dx), d);
         }
     }
     for (int t = 0; t < T; ++t) y[t * ldy] = hn::GetLane(total[t]);

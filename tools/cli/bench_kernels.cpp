@@ -120,12 +120,6 @@ constexpr Shape kShapes[] = {{"576x576", 576, 576},
 const char* kDefaultTypes[] = {"q8_0", "q4_0", "q4_k", "q6_k", "f16", "bf16",
                                "f32",  "q5_0", "q4_1", "q5_1", "q5_k"};
 
-// Whether products with weights of this type run on 8-bit dot products (the activations
-// converted to Q8_0 / Q8_1 / Q8_K), rather than on float FMAs.
-bool is_8bit_act(DType act) {
-    return act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K;
-}
-
 bool fits(DType type, int64_t n_in) {
     return n_in % traits(type).block_size == 0;
 }
@@ -242,7 +236,8 @@ void bench_gemm(Context& c, const std::vector<DType>& types) {
         const Shape s = fits(type, 576) ? kShapes[2] : kShapes[1];  // 1536x576, else 576x1536
         WeightCopies w(type, s.n_in, s.n_out, c.working_set);
         say(c, "  %-6s %-9s", type_name(type), s.name);
-        const bool int8 = is_8bit_act(act_type(type));
+        // Quantised activations (Q8_0 / Q8_1 / Q8_K) run on 8-bit dot products.
+        const bool int8 = traits(act_type(type)).is_quantized;
         const double peak = int8 ? c.int8_all : c.fma_all;
         json row = {{"type", type_name(type)}, {"shape", s.name}, {"probe", int8 ? "int8" : "fma"}};
         for (int64_t b : batches) {
