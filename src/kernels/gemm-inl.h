@@ -91,7 +91,7 @@ HWY_INLINE PackedActs PackLayout(const ops::ActLayout& l) {
 // t's group 2j and lane 2t+1 its group 2j+1, so one 8-byte broadcast of weights and one dot
 // product advance two groups of every token (half the dot products of the plain layout).
 // A pair vector holds L/2 tokens; up to L tokens take two, which share each broadcast.
-// Here the weights are the unsigned operand (w + 128 for Q8_0, the stored level for Q4_0:
+// Here the weights are the unsigned operand (w + 128 for Q8_0, the level for Q4_0 and Q5_0:
 // PairWeights) and the activations stay signed; the correction -128 * sum(x) of each token's
 // block is packed in its even lane (the odd lane holds 0, so it is counted once when the pair
 // is added). Block scales are duplicated per lane pair. pair_types: every weight of the call
@@ -447,6 +447,9 @@ constexpr int kPairRows = 4;
 //   Q4_0: the 4-bit level q = w + 8 as stored (sum q x = sum w x + 8 sum x, and 8 sum x =
 //         (128 sum x) >> 4 exactly); low nibbles of bytes 0-15 are values 0-15, high nibbles
 //         values 16-31.
+//   Q5_0: the 5-bit level q = w + 16: Q4_0's nibbles (at byte 6) with bit 4 from the block's
+//         32 high bits (byte 2: bit e for value e; byte j of them for group j, spread to one
+//         bit per byte by a table), and 16 sum x = (128 sum x) >> 3.
 template <class Codec>
 struct PairWeights;
 template <>
@@ -470,13 +473,37 @@ struct PairWeights<CodecQ4_0> {
     }
 };
 
+// kSpreadBits[b]: bit i of b as 0x10 in byte i (Q5_0's fifth bits of 8 values).
+struct SpreadBitsTable {
+    uint64_t v[256];
+    constexpr SpreadBitsTable() : v() {
+        for (int b = 0; b < 256; ++b)
+            for (int i = 0; i < 8; ++i)
+                if (b >> i & 1) v[b] |= uint64_t(0x10) << (8 * i);
+    }
+};
+inline constexpr SpreadBitsTable kSpreadBits{};
+template <>
+struct PairWeights<CodecQ5_0> {
+    static constexpr int kCorrectionShift = 3;
+    static HWY_INLINE GV8 Group(const uint8_t* blk, size_t j) {
+        const hn::Repartition<uint64_t, GF> du64;
+        uint64_t q;
+        std::memcpy(&q, blk + 6 + 8 * (j % 2), 8);
+        const uint64_t high = kSpreadBits.v[blk[2 + j]];
+        return hn::BitCast(G8(),
+                           hn::Set(du64, ((j < 2 ? q : q >> 4) & 0x0F0F0F0F0F0F0F0Full) | high));
+    }
+};
+
 // Whether weights of Codec's type have a pair-layout kernel (PairWeights).
 template <class Codec>
 constexpr bool HasPairKernel() {
-    return std::is_same_v<Codec, CodecQ8_0> || std::is_same_v<Codec, CodecQ4_0>;
+    return std::is_same_v<Codec, CodecQ8_0> || std::is_same_v<Codec, CodecQ4_0> ||
+           std::is_same_v<Codec, CodecQ5_0>;
 }
 
-// kRows consecutive rows of Q8_0 or Q4_0 (row r at row + r * stride) for the tokens of kVecs
+// kRows consecutive rows of Q8_0, Q4_0 or Q5_0 (row r at row + r * stride) for the tokens of kVecs
 // pair-layout token vectors (UsePairs). Every (row, token) does exactly acc = fma(float(isum_k),
 // dx_k * dw_k, acc) over the blocks in order, so the result depends neither on kRows nor on
 // kVecs. The rows share the activation loads and run independent FMA chains (with one row
