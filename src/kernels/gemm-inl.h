@@ -106,7 +106,9 @@ HWY_INLINE int64_t PackedVectors(bool pair_types, int64_t n_tokens) {
     return (n_tokens + per_vec - 1) / per_vec;
 }
 
-// Packs tokens [t0, t0 + n) (n <= L/2) into the pair vector at `out`.
+// Packs tokens [t0, t0 + n) (n <= L/2) into the pair vector at `out`. Q8_K (for Q4_K): d
+// per 256 values duplicated per lane pair, and in the even lane of each 32 values the sum
+// of its two 16-value sums (no correction: Q4_K's levels are unsigned as stored).
 HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t t0, int64_t n,
                           const PackedActs& p, uint8_t* out) {
     const size_t L = TokenLanes();
@@ -123,7 +125,13 @@ HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t t
         for (int64_t k = 0; k < l.n_blocks; ++k) {
             float* dk = pd + size_t(k) * L + size_t(2 * t);
             dk[0] = dk[1] = d[k];
-            pc[size_t(k) * L + size_t(2 * t)] = -128 * sums[k];
+        }
+        if (l.type == DType::Q8_K) {  // per 32 values: bsum_2j + bsum_2j+1 (Q4_K's mins)
+            for (int64_t j = 0; j < l.n_in / 32; ++j)
+                pc[size_t(j) * L + size_t(2 * t)] = sums[2 * j] + sums[2 * j + 1];
+        } else {
+            for (int64_t k = 0; k < l.n_blocks; ++k)
+                pc[size_t(k) * L + size_t(2 * t)] = -128 * sums[k];
         }
     }
 }

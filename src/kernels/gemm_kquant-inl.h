@@ -219,10 +219,162 @@ HWY_INLINE void GemmKRows(const ops::Weight& w, int64_t o, const KRow* krs, cons
     for (; tv < n_vecs; ++tv) MicroKQuant<kQ6, R, 1>(w, o, krs, p, tv, n_tokens, y);
 }
 
+// kRows consecutive rows of Q4_K (row r at row + r * stride) for the tokens of kVecs
+// pair-layout token vectors (PackPairs; VNNI only). The 4-bit levels are the unsigned operand
+// as stored: group g (values 8g .. 8g + 7) of sub-block j is the low (j even) or high
+// nibbles of bytes 32 (j / 2) + 8g .. + 7 of qs, one 8-byte broadcast per dot product.
+// Per super-block and (row, token) the integers of GemvRowQ45K, S = sum_j sc_j isum_j and
+// M = sum_j m_j (bsum_2j + bsum_2j+1), then its float steps (KQuantStep, KQuantMinStep) with
+// d and dmin per lane: the same bits as every other path. Two rows share the float steps
+// (even lanes row a, odd lanes row b), as in GemvPairsRows.
+template <int kRows, int kVecs>
+HWY_NOINLINE void GemvPairsRowsQ4K(const uint8_t* row, size_t stride, const uint8_t* pf,
+                                   const PackedActs& p, int64_t n_super, int64_t n_tokens,
+                                   float* y, int64_t ldy) {
+    static_assert(kRows == 1 || kRows % 2 == 0, "rows go in twos");
+    constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
+    const GF df;
+    const GI di;
+    const hn::Repartition<uint64_t, GF> du64;
+    const hn::Rebind<uint16_t, GF> d16;
+    const hn::Repartition<uint32_t, decltype(d16)> d16x2;
+    const size_t L = hn::Lanes(df);
+    GVF acc[kAcc][kVecs];
+    for (int r = 0; r < kAcc; ++r)
+        for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(df);
+    for (int64_t k = 0; k < n_super; ++k) {
+        const uint8_t* blk[kRows];
+        int32_t sc[kRows][8], mn[kRows][8];
+        for (int r = 0; r < kRows; ++r) {
+            blk[r] = row + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K);
+            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K));
+            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K) + 64);
+            UnpackScaleMin(blk[r] + 4, sc[r], mn[r]);
+        }
+        GVI S[kRows][kVecs], M[kRows][kVecs];
+        for (int r = 0; r < kRows; ++r)
+            for (int v = 0; v < kVecs; ++v) S[r][v] = M[r][v] = hn::Zero(di);
+        for (int j = 0; j < 8; ++j) {
+            GV8 x[kVecs][4];
+            GVI bs2[kVecs];
+            for (int v = 0; v < kVecs; ++v) {
+                const uint8_t* base = p.base + size_t(v) * p.stride;
+                const int8_t* xg =
+                    reinterpret_cast<const int8_t*>(base) + (size_t(k) * 32 + size_t(j) * 4) * L * 4;
+                for (size_t g = 0; g < 4; ++g) x[v][g] = hn::LoadU(G8(), xg + g * L * 4);
+                bs2[v] = hn::LoadU(di, reinterpret_cast<const int32_t*>(base + p.sum_offset) +
+                                           (size_t(k) * 8 + size_t(j)) * L);
+            }
+            for (int r = 0; r < kRows; ++r) {
+                const uint8_t* qs = blk[r] + 16 + 32 * (j / 2);
+                GVI isum[kVecs];
+                for (int v = 0; v < kVecs; ++v) isum[v] = hn::Zero(di);
+                for (size_t g = 0; g < 4; ++g) {
+                    uint64_t q;
+                    std::memcpy(&q, qs + 8 * g, 8);
+                    const GV8 a = hn::BitCast(
+                        G8(), hn::Set(du64, (j % 2 == 0 ? q : q >> 4) & 0x0F0F0F0F0F0F0F0Full));
+                    for (int v = 0; v < kVecs; ++v) isum[v] = DotU8I8(di, a, x[v][g], isum[v]);
+                }
+                for (int v = 0; v < kVecs; ++v) {
+                    S[r][v] = hn::Add(S[r][v], hn::Mul(isum[v], hn::Set(di, sc[r][j])));
+                    M[r][v] = hn::Add(M[r][v], hn::Mul(bs2[v], hn::Set(di, mn[r][j])));
+                }
+            }
+        }
+        // S: lanes 2t and 2t + 1 hold two halves of token t's sum; M: token t's in lane 2t,
+        // 0 in lane 2t + 1.
+        for (int v = 0; v < kVecs; ++v) {
+            const GVF dxv = hn::LoadU(
+                df, reinterpret_cast<const float*>(p.base + size_t(v) * p.stride + p.d_offset) +
+                        size_t(k) * L);
+            if constexpr (kRows == 1) {
+                const GVI is = hn::Add(S[0][v], hn::Shuffle2301(S[0][v]));
+                acc[0][v] = KQuantStep(df, acc[0][v], hn::ConvertTo(df, is), dxv, LoadF16(blk[0]));
+                acc[0][v] = KQuantMinStep(df, acc[0][v], hn::ConvertTo(df, M[0][v]), dxv,
+                                          LoadF16(blk[0] + 2));
+            } else {
+                for (int r = 0; r < kRows; r += 2) {
+                    const GVI a = S[r][v], b = S[r + 1][v];
+                    const GVI is = hn::Add(hn::OddEven(b, a), hn::Shuffle2301(hn::OddEven(a, b)));
+                    const GVI ms = hn::Add(M[r][v], hn::Shuffle2301(M[r + 1][v]));
+                    const auto pair16 = [&](size_t at) {
+                        uint16_t ha, hb;
+                        std::memcpy(&ha, blk[r] + at, 2);
+                        std::memcpy(&hb, blk[r + 1] + at, 2);
+                        return F32FromF16Bits(
+                            df, hn::BitCast(d16, hn::Set(d16x2, uint32_t(ha) | uint32_t(hb) << 16)));
+                    };
+                    acc[r / 2][v] = KQuantStep(df, acc[r / 2][v], hn::ConvertTo(df, is), dxv,
+                                               pair16(0));
+                    acc[r / 2][v] = KQuantMinStep(df, acc[r / 2][v], hn::ConvertTo(df, ms), dxv,
+                                                  pair16(2));
+                }
+            }
+        }
+    }
+    const int64_t per_vec = int64_t(L / 2);
+    for (int r = 0; r < kAcc; ++r) {
+        for (int v = 0; v < kVecs; ++v) {
+            HWY_ALIGN float lanes[hn::MaxLanes(GF())];
+            hn::Store(acc[r][v], df, lanes);
+            const int64_t t0 = v * per_vec;
+            const int64_t n = n_tokens - t0 < per_vec ? n_tokens - t0 : per_vec;
+            for (int64_t t = 0; t < n; ++t) {
+                float* yt = y + (t0 + t) * ldy;
+                if constexpr (kRows == 1) {
+                    yt[0] = lanes[2 * t];
+                } else {
+                    yt[2 * r] = lanes[2 * t];
+                    yt[2 * r + 1] = lanes[2 * t + 1];
+                }
+            }
+        }
+    }
+}
+
+// Rows [o0, o1) of Q4_K for the pair-layout tokens, kPairRows at a time, prefetching the
+// rows kPrefetchBytes ahead (as GemvPacked).
+HWY_INLINE void GemvPairsQ4K(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
+                             int64_t o0, int64_t o1, float* y) {
+    const size_t stride = w.row_stride;
+    const int64_t n_super = w.n_in / QK_K;
+    const int64_t ahead = int64_t((kPrefetchBytes + stride - 1) / stride);
+    for (const uint8_t* q = w.data + size_t(o0) * stride;
+         q < w.data + size_t(o0 + (o1 - o0 < ahead ? o1 - o0 : ahead)) * stride; q += 64)
+        hwy::Prefetch(q);
+    auto pf_row = [&](int64_t o, int64_t n) {
+        return w.data + size_t(o + ahead + n <= o1 ? o + ahead : o) * stride;
+    };
+    const bool two = n_tokens > int64_t(TokenLanes() / 2);
+    int64_t o = o0;
+    for (; o + kPairRows <= o1; o += kPairRows) {
+        const uint8_t* at = w.data + size_t(o) * stride;
+        if (two) {
+            GemvPairsRowsQ4K<kPairRows, 2>(at, stride, pf_row(o, kPairRows), p, n_super, n_tokens,
+                                           y + o, w.n_out);
+        } else {
+            GemvPairsRowsQ4K<kPairRows, 1>(at, stride, pf_row(o, kPairRows), p, n_super, n_tokens,
+                                           y + o, w.n_out);
+        }
+    }
+    for (; o < o1; ++o) {
+        const uint8_t* at = w.data + size_t(o) * stride;
+        if (two) {
+            GemvPairsRowsQ4K<1, 2>(at, stride, pf_row(o, 1), p, n_super, n_tokens, y + o, w.n_out);
+        } else {
+            GemvPairsRowsQ4K<1, 1>(at, stride, pf_row(o, 1), p, n_super, n_tokens, y + o, w.n_out);
+        }
+    }
+}
+
 // Rows [o0, o1) x all tokens of a K-quant. scratch: KRowPrepBytes(n_super) * kTileRows.
 template <DType kType>
 HWY_INLINE void GemmKQuant(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
                            int64_t o1, float* y, uint8_t* scratch) {
+    if constexpr (kType == DType::Q4_K && kHasVnni) {
+        if (p.pairs) return GemvPairsQ4K(w, p, n_tokens, o0, o1, y);
+    }
     constexpr bool kQ6 = kType == DType::Q6_K;
     constexpr size_t kBytes = kType == DType::Q4_K   ? sizeof(BlockQ4_K)
                               : kType == DType::Q5_K ? sizeof(BlockQ5_K)

@@ -203,6 +203,16 @@ template <class D>
 HWY_INLINE hn::Vec<D> KQuantMinStep(D d, hn::Vec<D> acc, hn::Vec<D> m, hn::Vec<D> dx, float dmin) {
     return hn::NegMulAdd(m, hn::Mul(dx, hn::Set(d, dmin)), acc);
 }
+// The same with the weight's scale per lane (rows in the lanes of the pair kernels).
+template <class D>
+HWY_INLINE hn::Vec<D> KQuantStep(D, hn::Vec<D> acc, hn::Vec<D> s, hn::Vec<D> dx, hn::Vec<D> scale) {
+    return hn::MulAdd(s, hn::Mul(dx, scale), acc);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> KQuantMinStep(D, hn::Vec<D> acc, hn::Vec<D> m, hn::Vec<D> dx,
+                                    hn::Vec<D> dmin) {
+    return hn::NegMulAdd(m, hn::Mul(dx, dmin), acc);
+}
 using DK1 = hn::CappedTag<float, 1>;
 using VK1 = hn::Vec<DK1>;
 
