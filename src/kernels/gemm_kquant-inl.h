@@ -221,8 +221,10 @@ HWY_INLINE void GemmKRows(const ops::Weight& w, int64_t o, const KRow* krs, cons
 
 // kRows consecutive rows of Q4_K (row r at row + r * stride) for the tokens of kVecs
 // pair-layout token vectors (PackPairs; VNNI only). The 4-bit levels are the unsigned operand
-// as stored: group g (values 8g .. 8g + 7) of sub-block j is the low (j even) or high
-// nibbles of bytes 32 (j / 2) + 8g .. + 7 of qs, one 8-byte broadcast per dot product.
+// as stored. Each super-block's are first unpacked in element order into a 256-byte buffer
+// (vector masks and shifts; L1), then every group of 8 is one 8-byte broadcast from it per
+// dot product: measured at batch 8, 1.33x faster than extracting each group's nibbles in a
+// general register before its broadcast (as the Q4_0 kernel does for its 32-value blocks).
 // Per super-block and (row, token) the integers of GemvRowQ45K, S = sum_j sc_j isum_j and
 // M = sum_j m_j (bsum_2j + bsum_2j+1), then its float steps (KQuantStep, KQuantMinStep) with
 // d and dmin per lane: the same bits as every other path. Two rows share the float steps
@@ -238,18 +240,27 @@ HWY_NOINLINE void GemvPairsRowsQ4K(const uint8_t* row, size_t stride, const uint
     const hn::Repartition<uint64_t, GF> du64;
     const hn::Rebind<uint16_t, GF> d16;
     const hn::Repartition<uint32_t, decltype(d16)> d16x2;
-    const size_t L = hn::Lanes(df);
+    const DU8 du8;
+    const size_t L = hn::Lanes(df), N8 = hn::Lanes(du8);
     GVF acc[kAcc][kVecs];
     for (int r = 0; r < kAcc; ++r)
         for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(df);
     for (int64_t k = 0; k < n_super; ++k) {
         const uint8_t* blk[kRows];
         int32_t sc[kRows][8], mn[kRows][8];
+        HWY_ALIGN uint8_t levels[kRows][QK_K];
         for (int r = 0; r < kRows; ++r) {
             blk[r] = row + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K);
             hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K));
             hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K) + 64);
             UnpackScaleMin(blk[r] + 4, sc[r], mn[r]);
+            // The levels in element order (sub-block j at 32 j), for 8-byte broadcasts.
+            for (int h = 0; h < 4; ++h)
+                for (size_t i = 0; i < 32; i += N8) {
+                    const auto raw = hn::LoadU(du8, blk[r] + 16 + 32 * h + i);
+                    hn::Store(hn::And(raw, hn::Set(du8, 15)), du8, levels[r] + 64 * h + i);
+                    hn::Store(hn::ShiftRight<4>(raw), du8, levels[r] + 64 * h + 32 + i);
+                }
         }
         GVI S[kRows][kVecs], M[kRows][kVecs];
         for (int r = 0; r < kRows; ++r)
@@ -266,14 +277,12 @@ HWY_NOINLINE void GemvPairsRowsQ4K(const uint8_t* row, size_t stride, const uint
                                            (size_t(k) * 8 + size_t(j)) * L);
             }
             for (int r = 0; r < kRows; ++r) {
-                const uint8_t* qs = blk[r] + 16 + 32 * (j / 2);
                 GVI isum[kVecs];
                 for (int v = 0; v < kVecs; ++v) isum[v] = hn::Zero(di);
                 for (size_t g = 0; g < 4; ++g) {
                     uint64_t q;
-                    std::memcpy(&q, qs + 8 * g, 8);
-                    const GV8 a = hn::BitCast(
-                        G8(), hn::Set(du64, (j % 2 == 0 ? q : q >> 4) & 0x0F0F0F0F0F0F0F0Full));
+                    std::memcpy(&q, levels[r] + 32 * j + 8 * g, 8);
+                    const GV8 a = hn::BitCast(G8(), hn::Set(du64, q));
                     for (int v = 0; v < kVecs; ++v) isum[v] = DotU8I8(di, a, x[v][g], isum[v]);
                 }
                 for (int v = 0; v < kVecs; ++v) {

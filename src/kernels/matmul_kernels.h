@@ -40,17 +40,16 @@ void gemv_rows(const Weight& w, const uint8_t* act, const ActLayout& l, int64_t 
 
 // ---- Matrix-matrix (packed activations) ---------------------------------------------------
 
+// Whether weights of this type have a pair-layout kernel for batched decode (Q8_0, Q4_0,
+// Q5_0, Q4_K): a call whose weights all have one packs its activations for it (with VNNI, up
+// to a vector of tokens). The pair_types arguments below carry that.
+inline bool has_pair_kernel(DType type) {
+    return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 ||
+           type == DType::Q4_K;
+}
+
 // Tokens per packed vector, and the bytes of one packed vector (0: no kernel for w).
 size_t gemm_token_lanes();
-
-// Whether weights of this type take a pair-layout kernel for a batch of n_tokens (Q8_0,
-// Q4_0, Q5_0; Q4_K up to half a vector of tokens, one pair vector: from 9 tokens on AVX-512
-// its matrix-matrix kernel is ~5% faster): a call whose weights all do packs its activations
-// for it (with VNNI, up to a vector of tokens). The pair_types arguments below carry that.
-inline bool has_pair_kernel(DType type, int64_t n_tokens) {
-    if (type == DType::Q4_K) return n_tokens <= int64_t(gemm_token_lanes() / 2);
-    return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0;
-}
 size_t gemm_packed_bytes(const Weight& w, const ActLayout& l);
 // Converts the tokens of packed vector tv (rows: [its tokens, l.n_in]) into act (all tokens'
 // rows) and packs them into `packed`. rows null: act holds the converted tokens already.

@@ -210,7 +210,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
     bool pair_types = true;
     size_t scratch_bytes = 0;
     for (int m = 0; m < n; ++m) {
-        pair_types &= kern::has_pair_kernel(ws[m].type, n_tokens);
+        pair_types &= kern::has_pair_kernel(ws[m].type);
         scratch_bytes = std::max(scratch_bytes, kern::gemm_scratch_bytes(ws[m]));
     }
     const size_t n_packed = size_t(kern::gemm_packed_vectors(pair_types, n_tokens));
