@@ -106,9 +106,9 @@ HWY_INLINE int64_t PackedVectors(bool pair_types, int64_t n_tokens) {
     return (n_tokens + per_vec - 1) / per_vec;
 }
 
-// Packs tokens [t0, t0 + n) (n <= L/2) into the pair vector at `out`. Q8_K (for Q4_K): d
-// per 256 values duplicated per lane pair, and in the even lane of each 32 values the sum
-// of its two 16-value sums (no correction: Q4_K's levels are unsigned as stored).
+// Packs tokens [t0, t0 + n) (n <= L/2) into the pair vector at `out`. Q8_K (for Q4_K and
+// Q6_K): d per 256 values duplicated per lane pair, and each 16 values' sum in the even lane
+// (the kernels make their corrections from it).
 HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t t0, int64_t n,
                           const PackedActs& p, uint8_t* out) {
     const size_t L = TokenLanes();
@@ -126,9 +126,8 @@ HWY_INLINE void PackPairs(const uint8_t* act, const ops::ActLayout& l, int64_t t
             float* dk = pd + size_t(k) * L + size_t(2 * t);
             dk[0] = dk[1] = d[k];
         }
-        if (l.type == DType::Q8_K) {  // per 32 values: bsum_2j + bsum_2j+1 (Q4_K's mins)
-            for (int64_t j = 0; j < l.n_in / 32; ++j)
-                pc[size_t(j) * L + size_t(2 * t)] = sums[2 * j] + sums[2 * j + 1];
+        if (l.type == DType::Q8_K) {
+            for (int64_t j = 0; j < l.n_in / 16; ++j) pc[size_t(j) * L + size_t(2 * t)] = sums[j];
         } else {
             for (int64_t k = 0; k < l.n_blocks; ++k)
                 pc[size_t(k) * L + size_t(2 * t)] = -128 * sums[k];
@@ -511,6 +510,34 @@ constexpr bool HasPairKernel() {
            std::is_same_v<Codec, CodecQ5_0>;
 }
 
+// The results of a pair kernel's kRows rows for the tokens of kVecs pair vectors: acc[r / 2]
+// holds row r in its even lanes and row r + 1 in its odd lanes (one row: the even lanes),
+// lane 2t of vector v for token v L / 2 + t. y[t * ldy + r].
+template <int kRows, int kVecs>
+HWY_INLINE void StorePairRows(const GVF (&acc)[kRows == 1 ? 1 : kRows / 2][kVecs],
+                              int64_t n_tokens, float* y, int64_t ldy) {
+    constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
+    const GF df;
+    const int64_t per_vec = int64_t(hn::Lanes(df) / 2);
+    for (int r = 0; r < kAcc; ++r) {
+        for (int v = 0; v < kVecs; ++v) {
+            HWY_ALIGN float lanes[hn::MaxLanes(GF())];
+            hn::Store(acc[r][v], df, lanes);
+            const int64_t t0 = v * per_vec;
+            const int64_t n = n_tokens - t0 < per_vec ? n_tokens - t0 : per_vec;
+            for (int64_t t = 0; t < n; ++t) {
+                float* yt = y + (t0 + t) * ldy;
+                if constexpr (kRows == 1) {
+                    yt[0] = lanes[2 * t];
+                } else {
+                    yt[2 * r] = lanes[2 * t];
+                    yt[2 * r + 1] = lanes[2 * t + 1];
+                }
+            }
+        }
+    }
+}
+
 // kRows consecutive rows of Q8_0, Q4_0 or Q5_0 (row r at row + r * stride) for the tokens of kVecs
 // pair-layout token vectors (UsePairs). Every (row, token) does exactly acc = fma(float(isum_k),
 // dx_k * dw_k, acc) over the blocks in order, so the result depends neither on kRows nor on
@@ -593,24 +620,7 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
             }
         }
     }
-    const int64_t per_vec = int64_t(L / 2);
-    for (int r = 0; r < kAcc; ++r) {
-        for (int v = 0; v < kVecs; ++v) {
-            HWY_ALIGN float lanes[hn::MaxLanes(GF())];
-            hn::Store(acc[r][v], df, lanes);
-            const int64_t t0 = v * per_vec;
-            const int64_t n = n_tokens - t0 < per_vec ? n_tokens - t0 : per_vec;
-            for (int64_t t = 0; t < n; ++t) {
-                float* yt = y + (t0 + t) * ldy;
-                if constexpr (kRows == 1) {
-                    yt[0] = lanes[2 * t];
-                } else {
-                    yt[2 * r] = lanes[2 * t];
-                    yt[2 * r + 1] = lanes[2 * t + 1];
-                }
-            }
-        }
-    }
+    StorePairRows<kRows, kVecs>(acc, n_tokens, y, ldy);
 }
 
 // kRows rows for all pair vectors of the batch.

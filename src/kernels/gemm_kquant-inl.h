@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "kernels/gemm-inl.h"
@@ -89,11 +90,11 @@ HWY_INLINE void PrepareQ45K(const uint8_t* b, uint8_t* levels, KRow& kr) {
     if constexpr (kHasVnni) LevelSums(levels, false, 32, kr.init);
 }
 
-// Decodes super-block b of a Q6_K row: levels q - 32 (signed) with VNNI, else q.
-HWY_INLINE void PrepareQ6K(const uint8_t* b, uint8_t* levels, KRow& kr) {
+// The 256 levels q - bias of Q6_K super-block b in element order (q in 0..63).
+HWY_INLINE void UnpackQ6K(const uint8_t* b, uint8_t bias_value, uint8_t* levels) {
     const DU8 du8;
     const size_t N8 = hn::Lanes(du8);
-    const auto bias = hn::Set(du8, uint8_t(kHasVnni ? 32 : 0));
+    const auto bias = hn::Set(du8, bias_value);
     for (int h = 0; h < 2; ++h) {
         const uint8_t* ql = b + 64 * h;
         const uint8_t* qh = b + 128 + 32 * h;
@@ -118,6 +119,11 @@ HWY_INLINE void PrepareQ6K(const uint8_t* b, uint8_t* levels, KRow& kr) {
                        du8, o + 96 + i);
         }
     }
+}
+
+// Decodes super-block b of a Q6_K row: levels q - 32 (signed) with VNNI, else q.
+HWY_INLINE void PrepareQ6K(const uint8_t* b, uint8_t* levels, KRow& kr) {
+    UnpackQ6K(b, uint8_t(kHasVnni ? 32 : 0), levels);
     kr.levels = levels;
     kr.d = LoadF16(b + 208);
     kr.dmin = 0.0f;
@@ -273,8 +279,9 @@ HWY_NOINLINE void GemvPairsRowsQ4K(const uint8_t* row, size_t stride, const uint
                 const int8_t* xg =
                     reinterpret_cast<const int8_t*>(base) + (size_t(k) * 32 + size_t(j) * 4) * L * 4;
                 for (size_t g = 0; g < 4; ++g) x[v][g] = hn::LoadU(G8(), xg + g * L * 4);
-                bs2[v] = hn::LoadU(di, reinterpret_cast<const int32_t*>(base + p.sum_offset) +
-                                           (size_t(k) * 8 + size_t(j)) * L);
+                const int32_t* bs = reinterpret_cast<const int32_t*>(base + p.sum_offset) +
+                                    (size_t(k) * 16 + size_t(2 * j)) * L;
+                bs2[v] = hn::Add(hn::LoadU(di, bs), hn::LoadU(di, bs + L));
             }
             for (int r = 0; r < kRows; ++r) {
                 GVI isum[kVecs];
@@ -322,30 +329,95 @@ HWY_NOINLINE void GemvPairsRowsQ4K(const uint8_t* row, size_t stride, const uint
             }
         }
     }
-    const int64_t per_vec = int64_t(L / 2);
-    for (int r = 0; r < kAcc; ++r) {
+    StorePairRows<kRows, kVecs>(acc, n_tokens, y, ldy);
+}
+
+// The same for Q6_K: levels q in 0..63 unsigned (UnpackQ6K), per super-block and (row,
+// token) S = sum_j sc_j (isum_j - 32 bsum_j) over its 16 sub-blocks of 16 values, the
+// integers of GemvRowQ6K, then KQuantStep with d per lane.
+template <int kRows, int kVecs>
+HWY_NOINLINE void GemvPairsRowsQ6K(const uint8_t* row, size_t stride, const uint8_t* pf,
+                                   const PackedActs& p, int64_t n_super, int64_t n_tokens,
+                                   float* y, int64_t ldy) {
+    static_assert(kRows == 1 || kRows % 2 == 0, "rows go in twos");
+    constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
+    const GF df;
+    const GI di;
+    const hn::Repartition<uint64_t, GF> du64;
+    const hn::Rebind<uint16_t, GF> d16;
+    const hn::Repartition<uint32_t, decltype(d16)> d16x2;
+    const size_t L = hn::Lanes(df);
+    GVF acc[kAcc][kVecs];
+    for (int r = 0; r < kAcc; ++r)
+        for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(df);
+    for (int64_t k = 0; k < n_super; ++k) {
+        const uint8_t* blk[kRows];
+        HWY_ALIGN uint8_t levels[kRows][QK_K];
+        for (int r = 0; r < kRows; ++r) {
+            blk[r] = row + size_t(r) * stride + size_t(k) * sizeof(BlockQ6_K);
+            for (size_t at = 0; at < sizeof(BlockQ6_K); at += 64)
+                hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ6_K) + at);
+            UnpackQ6K(blk[r], 0, levels[r]);
+        }
+        GVI S[kRows][kVecs];
+        for (int r = 0; r < kRows; ++r)
+            for (int v = 0; v < kVecs; ++v) S[r][v] = hn::Zero(di);
+        for (int j = 0; j < 16; ++j) {
+            GV8 x[kVecs][2];
+            GVI c[kVecs];  // -32 bsum_j in the even lanes
+            for (int v = 0; v < kVecs; ++v) {
+                const uint8_t* base = p.base + size_t(v) * p.stride;
+                const int8_t* xg =
+                    reinterpret_cast<const int8_t*>(base) + (size_t(k) * 32 + size_t(j) * 2) * L * 4;
+                for (size_t g = 0; g < 2; ++g) x[v][g] = hn::LoadU(G8(), xg + g * L * 4);
+                c[v] = hn::Mul(hn::LoadU(di, reinterpret_cast<const int32_t*>(base + p.sum_offset) +
+                                                 (size_t(k) * 16 + size_t(j)) * L),
+                               hn::Set(di, -32));
+            }
+            for (int r = 0; r < kRows; ++r) {
+                const int32_t sc = reinterpret_cast<const int8_t*>(blk[r] + 192)[j];
+                for (int v = 0; v < kVecs; ++v) {
+                    GVI isum = c[v];
+                    for (size_t g = 0; g < 2; ++g) {
+                        uint64_t q;
+                        std::memcpy(&q, levels[r] + 16 * j + 8 * g, 8);
+                        isum = DotU8I8(di, hn::BitCast(G8(), hn::Set(du64, q)), x[v][g], isum);
+                    }
+                    S[r][v] = hn::Add(S[r][v], hn::Mul(isum, hn::Set(di, sc)));
+                }
+            }
+        }
+        // S: lanes 2t and 2t + 1 hold two halves of token t's sum (the correction in 2t).
         for (int v = 0; v < kVecs; ++v) {
-            HWY_ALIGN float lanes[hn::MaxLanes(GF())];
-            hn::Store(acc[r][v], df, lanes);
-            const int64_t t0 = v * per_vec;
-            const int64_t n = n_tokens - t0 < per_vec ? n_tokens - t0 : per_vec;
-            for (int64_t t = 0; t < n; ++t) {
-                float* yt = y + (t0 + t) * ldy;
-                if constexpr (kRows == 1) {
-                    yt[0] = lanes[2 * t];
-                } else {
-                    yt[2 * r] = lanes[2 * t];
-                    yt[2 * r + 1] = lanes[2 * t + 1];
+            const GVF dxv = hn::LoadU(
+                df, reinterpret_cast<const float*>(p.base + size_t(v) * p.stride + p.d_offset) +
+                        size_t(k) * L);
+            if constexpr (kRows == 1) {
+                const GVI is = hn::Add(S[0][v], hn::Shuffle2301(S[0][v]));
+                acc[0][v] =
+                    KQuantStep(df, acc[0][v], hn::ConvertTo(df, is), dxv, LoadF16(blk[0] + 208));
+            } else {
+                for (int r = 0; r < kRows; r += 2) {
+                    const GVI a = S[r][v], b = S[r + 1][v];
+                    const GVI is = hn::Add(hn::OddEven(b, a), hn::Shuffle2301(hn::OddEven(a, b)));
+                    uint16_t ha, hb;
+                    std::memcpy(&ha, blk[r] + 208, 2);
+                    std::memcpy(&hb, blk[r + 1] + 208, 2);
+                    const GVF dw = F32FromF16Bits(
+                        df, hn::BitCast(d16, hn::Set(d16x2, uint32_t(ha) | uint32_t(hb) << 16)));
+                    acc[r / 2][v] = KQuantStep(df, acc[r / 2][v], hn::ConvertTo(df, is), dxv, dw);
                 }
             }
         }
     }
+    StorePairRows<kRows, kVecs>(acc, n_tokens, y, ldy);
 }
 
-// Rows [o0, o1) of Q4_K for the pair-layout tokens, kPairRows at a time, prefetching the
-// rows kPrefetchBytes ahead (as GemvPacked).
-HWY_INLINE void GemvPairsQ4K(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
-                             int64_t o0, int64_t o1, float* y) {
+// Rows [o0, o1) of Q4_K (kQ6 false) or Q6_K for the pair-layout tokens, kPairRows at a
+// time, prefetching the rows kPrefetchBytes ahead (as GemvPacked).
+template <bool kQ6>
+HWY_INLINE void GemvPairsKQuant(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
+                                int64_t o0, int64_t o1, float* y) {
     const size_t stride = w.row_stride;
     const int64_t n_super = w.n_in / QK_K;
     const int64_t ahead = int64_t((kPrefetchBytes + stride - 1) / stride);
@@ -355,34 +427,31 @@ HWY_INLINE void GemvPairsQ4K(const ops::Weight& w, const PackedActs& p, int64_t 
     auto pf_row = [&](int64_t o, int64_t n) {
         return w.data + size_t(o + ahead + n <= o1 ? o + ahead : o) * stride;
     };
-    const bool two = n_tokens > int64_t(TokenLanes() / 2);
+    // kRows rows at `o` for one or two pair vectors.
+    const auto pass = [&](auto rows, int64_t o) {
+        constexpr int kRows = decltype(rows)::value;
+        const uint8_t* at = w.data + size_t(o) * stride;
+        const uint8_t* pf = pf_row(o, kRows);
+        const bool two = n_tokens > int64_t(TokenLanes() / 2);
+        if constexpr (kQ6) {
+            if (two) return GemvPairsRowsQ6K<kRows, 2>(at, stride, pf, p, n_super, n_tokens, y + o, w.n_out);
+            GemvPairsRowsQ6K<kRows, 1>(at, stride, pf, p, n_super, n_tokens, y + o, w.n_out);
+        } else {
+            if (two) return GemvPairsRowsQ4K<kRows, 2>(at, stride, pf, p, n_super, n_tokens, y + o, w.n_out);
+            GemvPairsRowsQ4K<kRows, 1>(at, stride, pf, p, n_super, n_tokens, y + o, w.n_out);
+        }
+    };
     int64_t o = o0;
-    for (; o + kPairRows <= o1; o += kPairRows) {
-        const uint8_t* at = w.data + size_t(o) * stride;
-        if (two) {
-            GemvPairsRowsQ4K<kPairRows, 2>(at, stride, pf_row(o, kPairRows), p, n_super, n_tokens,
-                                           y + o, w.n_out);
-        } else {
-            GemvPairsRowsQ4K<kPairRows, 1>(at, stride, pf_row(o, kPairRows), p, n_super, n_tokens,
-                                           y + o, w.n_out);
-        }
-    }
-    for (; o < o1; ++o) {
-        const uint8_t* at = w.data + size_t(o) * stride;
-        if (two) {
-            GemvPairsRowsQ4K<1, 2>(at, stride, pf_row(o, 1), p, n_super, n_tokens, y + o, w.n_out);
-        } else {
-            GemvPairsRowsQ4K<1, 1>(at, stride, pf_row(o, 1), p, n_super, n_tokens, y + o, w.n_out);
-        }
-    }
+    for (; o + kPairRows <= o1; o += kPairRows) pass(std::integral_constant<int, kPairRows>(), o);
+    for (; o < o1; ++o) pass(std::integral_constant<int, 1>(), o);
 }
 
 // Rows [o0, o1) x all tokens of a K-quant. scratch: KRowPrepBytes(n_super) * kTileRows.
 template <DType kType>
 HWY_INLINE void GemmKQuant(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
                            int64_t o1, float* y, uint8_t* scratch) {
-    if constexpr (kType == DType::Q4_K && kHasVnni) {
-        if (p.pairs) return GemvPairsQ4K(w, p, n_tokens, o0, o1, y);
+    if constexpr ((kType == DType::Q4_K || kType == DType::Q6_K) && kHasVnni) {
+        if (p.pairs) return GemvPairsKQuant<kType == DType::Q6_K>(w, p, n_tokens, o0, o1, y);
     }
     constexpr bool kQ6 = kType == DType::Q6_K;
     constexpr size_t kBytes = kType == DType::Q4_K   ? sizeof(BlockQ4_K)
