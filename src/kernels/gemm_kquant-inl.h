@@ -60,9 +60,10 @@ HWY_INLINE void LevelSums(const uint8_t* levels, bool is_signed, int run, int32_
     }
 }
 
-// Decodes super-block b of a Q4_K (kHasHigh false) or Q5_K row.
+// The 256 levels of Q4_K (kHasHigh false: q in 0..15) or Q5_K (0..31) super-block b in
+// element order.
 template <bool kHasHigh>
-HWY_INLINE void PrepareQ45K(const uint8_t* b, uint8_t* levels, KRow& kr) {
+HWY_INLINE void UnpackQ45K(const uint8_t* b, uint8_t* levels) {
     constexpr size_t kQs = kHasHigh ? 48 : 16;
     const DU8 du8;
     const size_t N8 = hn::Lanes(du8);
@@ -83,6 +84,12 @@ HWY_INLINE void PrepareQ45K(const uint8_t* b, uint8_t* levels, KRow& kr) {
             hn::StoreU(hi, du8, levels + 64 * j + 32 + i);
         }
     }
+}
+
+// Decodes super-block b of a Q4_K (kHasHigh false) or Q5_K row.
+template <bool kHasHigh>
+HWY_INLINE void PrepareQ45K(const uint8_t* b, uint8_t* levels, KRow& kr) {
+    UnpackQ45K<kHasHigh>(b, levels);
     kr.levels = levels;
     kr.d = LoadF16(b);
     kr.dmin = LoadF16(b + 2);
@@ -225,9 +232,10 @@ HWY_INLINE void GemmKRows(const ops::Weight& w, int64_t o, const KRow* krs, cons
     for (; tv < n_vecs; ++tv) MicroKQuant<kQ6, R, 1>(w, o, krs, p, tv, n_tokens, y);
 }
 
-// kRows consecutive rows of Q4_K (row r at row + r * stride) for the tokens of kVecs
-// pair-layout token vectors (PackPairs; VNNI only). The 4-bit levels are the unsigned operand
-// as stored. Each super-block's are first unpacked in element order into a 256-byte buffer
+// kRows consecutive rows of Q4_K (kHasHigh false) or Q5_K (row r at row + r * stride) for
+// the tokens of kVecs pair-layout token vectors (PackPairs; VNNI only). The 4-bit (5-bit)
+// levels are the unsigned operand. Each super-block's are first unpacked in element order
+// into a 256-byte buffer
 // (vector masks and shifts; L1), then every group of 8 is one 8-byte broadcast from it per
 // dot product: measured at batch 8, 1.33x faster than extracting each group's nibbles in a
 // general register before its broadcast (as the Q4_0 kernel does for its 32-value blocks).
@@ -235,8 +243,8 @@ HWY_INLINE void GemmKRows(const ops::Weight& w, int64_t o, const KRow* krs, cons
 // M = sum_j m_j (bsum_2j + bsum_2j+1), then its float steps (KQuantStep, KQuantMinStep) with
 // d and dmin per lane: the same bits as every other path. Two rows share the float steps
 // (even lanes row a, odd lanes row b), as in GemvPairsRows.
-template <int kRows, int kVecs>
-HWY_NOINLINE void GemvPairsRowsQ4K(const uint8_t* row, size_t stride, const uint8_t* pf,
+template <bool kHasHigh, int kRows, int kVecs>
+HWY_NOINLINE void GemvPairsRowsQ45K(const uint8_t* row, size_t stride, const uint8_t* pf,
                                    const PackedActs& p, int64_t n_super, int64_t n_tokens,
                                    float* y, int64_t ldy) {
     static_assert(kRows == 1 || kRows % 2 == 0, "rows go in twos");
@@ -246,8 +254,8 @@ HWY_NOINLINE void GemvPairsRowsQ4K(const uint8_t* row, size_t stride, const uint
     const hn::Repartition<uint64_t, GF> du64;
     const hn::Rebind<uint16_t, GF> d16;
     const hn::Repartition<uint32_t, decltype(d16)> d16x2;
-    const DU8 du8;
-    const size_t L = hn::Lanes(df), N8 = hn::Lanes(du8);
+    constexpr size_t kBytes = kHasHigh ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+    const size_t L = hn::Lanes(df);
     GVF acc[kAcc][kVecs];
     for (int r = 0; r < kAcc; ++r)
         for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(df);
@@ -256,17 +264,12 @@ HWY_NOINLINE void GemvPairsRowsQ4K(const uint8_t* row, size_t stride, const uint
         int32_t sc[kRows][8], mn[kRows][8];
         HWY_ALIGN uint8_t levels[kRows][QK_K];
         for (int r = 0; r < kRows; ++r) {
-            blk[r] = row + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K);
-            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K));
-            hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * sizeof(BlockQ4_K) + 64);
+            blk[r] = row + size_t(r) * stride + size_t(k) * kBytes;
+            for (size_t at = 0; at < kBytes; at += 64)
+                hwy::Prefetch(pf + size_t(r) * stride + size_t(k) * kBytes + at);
             UnpackScaleMin(blk[r] + 4, sc[r], mn[r]);
             // The levels in element order (sub-block j at 32 j), for 8-byte broadcasts.
-            for (int h = 0; h < 4; ++h)
-                for (size_t i = 0; i < 32; i += N8) {
-                    const auto raw = hn::LoadU(du8, blk[r] + 16 + 32 * h + i);
-                    hn::Store(hn::And(raw, hn::Set(du8, 15)), du8, levels[r] + 64 * h + i);
-                    hn::Store(hn::ShiftRight<4>(raw), du8, levels[r] + 64 * h + 32 + i);
-                }
+            UnpackQ45K<kHasHigh>(blk[r], levels[r]);
         }
         GVI S[kRows][kVecs], M[kRows][kVecs];
         for (int r = 0; r < kRows; ++r)
@@ -413,9 +416,9 @@ HWY_NOINLINE void GemvPairsRowsQ6K(const uint8_t* row, size_t stride, const uint
     StorePairRows<kRows, kVecs>(acc, n_tokens, y, ldy);
 }
 
-// Rows [o0, o1) of Q4_K (kQ6 false) or Q6_K for the pair-layout tokens, kPairRows at a
-// time, prefetching the rows kPrefetchBytes ahead (as GemvPacked).
-template <bool kQ6>
+// Rows [o0, o1) of a K-quant for the pair-layout tokens, kPairRows at a time, prefetching
+// the rows kPrefetchBytes ahead (as GemvPacked).
+template <DType kType>
 HWY_INLINE void GemvPairsKQuant(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
                                 int64_t o0, int64_t o1, float* y) {
     const size_t stride = w.row_stride;
@@ -433,12 +436,18 @@ HWY_INLINE void GemvPairsKQuant(const ops::Weight& w, const PackedActs& p, int64
         const uint8_t* at = w.data + size_t(o) * stride;
         const uint8_t* pf = pf_row(o, kRows);
         const bool two = n_tokens > int64_t(TokenLanes() / 2);
-        if constexpr (kQ6) {
-            if (two) return GemvPairsRowsQ6K<kRows, 2>(at, stride, pf, p, n_super, n_tokens, y + o, w.n_out);
+        constexpr bool kHigh = kType == DType::Q5_K;
+        if constexpr (kType == DType::Q6_K) {
+            if (two)
+                return GemvPairsRowsQ6K<kRows, 2>(at, stride, pf, p, n_super, n_tokens, y + o,
+                                                  w.n_out);
             GemvPairsRowsQ6K<kRows, 1>(at, stride, pf, p, n_super, n_tokens, y + o, w.n_out);
         } else {
-            if (two) return GemvPairsRowsQ4K<kRows, 2>(at, stride, pf, p, n_super, n_tokens, y + o, w.n_out);
-            GemvPairsRowsQ4K<kRows, 1>(at, stride, pf, p, n_super, n_tokens, y + o, w.n_out);
+            if (two)
+                return GemvPairsRowsQ45K<kHigh, kRows, 2>(at, stride, pf, p, n_super, n_tokens,
+                                                          y + o, w.n_out);
+            GemvPairsRowsQ45K<kHigh, kRows, 1>(at, stride, pf, p, n_super, n_tokens, y + o,
+                                               w.n_out);
         }
     };
     int64_t o = o0;
@@ -450,8 +459,8 @@ HWY_INLINE void GemvPairsKQuant(const ops::Weight& w, const PackedActs& p, int64
 template <DType kType>
 HWY_INLINE void GemmKQuant(const ops::Weight& w, const PackedActs& p, int64_t n_tokens, int64_t o0,
                            int64_t o1, float* y, uint8_t* scratch) {
-    if constexpr ((kType == DType::Q4_K || kType == DType::Q6_K) && kHasVnni) {
-        if (p.pairs) return GemvPairsKQuant<kType == DType::Q6_K>(w, p, n_tokens, o0, o1, y);
+    if constexpr (kHasVnni) {
+        if (p.pairs) return GemvPairsKQuant<kType>(w, p, n_tokens, o0, o1, y);
     }
     constexpr bool kQ6 = kType == DType::Q6_K;
     constexpr size_t kBytes = kType == DType::Q4_K   ? sizeof(BlockQ4_K)

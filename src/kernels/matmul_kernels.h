@@ -41,11 +41,11 @@ void gemv_rows(const Weight& w, const uint8_t* act, const ActLayout& l, int64_t 
 // ---- Matrix-matrix (packed activations) ---------------------------------------------------
 
 // Whether weights of this type have a pair-layout kernel for batched decode (Q8_0, Q4_0,
-// Q5_0, Q4_K, Q6_K): a call whose weights all have one packs its activations for it (with
-// VNNI, up to a vector of tokens). The pair_types arguments below carry that.
+// Q5_0 and the K-quants): a call whose weights all have one packs its activations for it
+// (with VNNI, up to a vector of tokens). The pair_types arguments below carry that.
 inline bool has_pair_kernel(DType type) {
     return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 ||
-           type == DType::Q4_K || type == DType::Q6_K;
+           type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
 }
 
 // Tokens per packed vector, and the bytes of one packed vector (0: no kernel for w).
