@@ -510,12 +510,30 @@ constexpr bool HasPairKernel() {
            std::is_same_v<Codec, CodecQ5_0>;
 }
 
+// The integer sums of rows a and b (two halves of token t's sum in lanes 2t and 2t + 1 of
+// each) joined for the float steps: row a's in the even lanes, row b's in the odd lanes,
+// (a0 + a1, b0 + b1) = (a0, b1) + (a1, b0) in every lane pair.
+HWY_INLINE GVI JoinRowPair(GVI a, GVI b) {
+    return hn::Add(hn::OddEven(b, a), hn::Shuffle2301(hn::OddEven(a, b)));
+}
+
+// The f16 scales at a and b (one per row) in the even and odd lanes.
+HWY_INLINE GVF RowPairScales(const uint8_t* a, const uint8_t* b) {
+    const hn::Rebind<uint16_t, GF> d16;
+    const hn::Repartition<uint32_t, decltype(d16)> d16x2;
+    uint16_t ha, hb;
+    std::memcpy(&ha, a, 2);
+    std::memcpy(&hb, b, 2);
+    return F32FromF16Bits(GF(),
+                          hn::BitCast(d16, hn::Set(d16x2, uint32_t(ha) | uint32_t(hb) << 16)));
+}
+
 // The results of a pair kernel's kRows rows for the tokens of kVecs pair vectors: acc[r / 2]
 // holds row r in its even lanes and row r + 1 in its odd lanes (one row: the even lanes),
 // lane 2t of vector v for token v L / 2 + t. y[t * ldy + r].
 template <int kRows, int kVecs>
-HWY_INLINE void StorePairRows(const GVF (&acc)[kRows == 1 ? 1 : kRows / 2][kVecs],
-                              int64_t n_tokens, float* y, int64_t ldy) {
+HWY_INLINE void StorePairRows(const GVF (&acc)[kRows == 1 ? 1 : kRows / 2][kVecs], int64_t n_tokens,
+                              float* y, int64_t ldy) {
     constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
     const GF df;
     const int64_t per_vec = int64_t(hn::Lanes(df) / 2);
@@ -538,15 +556,15 @@ HWY_INLINE void StorePairRows(const GVF (&acc)[kRows == 1 ? 1 : kRows / 2][kVecs
     }
 }
 
-// kRows consecutive rows of Q8_0, Q4_0 or Q5_0 (row r at row + r * stride) for the tokens of kVecs
-// pair-layout token vectors (UsePairs). Every (row, token) does exactly acc = fma(float(isum_k),
-// dx_k * dw_k, acc) over the blocks in order, so the result depends neither on kRows nor on
-// kVecs. The rows share the activation loads and run independent FMA chains (with one row
-// the loop waited on the latency of acc's FMA every block), the token vectors share the
-// weight broadcasts, and two rows share the float steps: the pair halves of row a and row b
-// are added into even (a) and odd (b) lanes, against scales dw_a / dw_b in the same lanes.
-// Not inlined: in the large dispatching function the loop lost its registers (counters
-// spilled to the stack).
+// kRows consecutive rows of Q8_0, Q4_0 or Q5_0 (row r at row + r * stride) for the tokens of
+// kVecs pair-layout token vectors (UsePairs). Every (row, token) does exactly
+// acc = fma(float(isum_k), dx_k * dw_k, acc) over the blocks in order, so the result depends
+// neither on kRows nor on kVecs. The rows share the activation loads and run independent FMA
+// chains (with one row the loop waited on the latency of acc's FMA every block), the token
+// vectors share the weight broadcasts, and two rows share the float steps: the pair halves
+// of row a and row b are added into even (a) and odd (b) lanes, against scales dw_a / dw_b in
+// the same lanes (JoinRowPair, RowPairScales). Not inlined: in the large dispatching
+// function the loop lost its registers (counters spilled to the stack).
 template <class Codec, int kRows, int kVecs>
 HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t* pf,
                                 const PackedActs& p, int64_t n_blocks, int64_t n_tokens, float* y,
@@ -556,8 +574,6 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
     constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
     const GF df;
     const GI di;
-    const hn::Rebind<uint16_t, GF> d16;
-    const hn::Repartition<uint32_t, decltype(d16)> d16x2;
     const size_t L = hn::Lanes(df);
     GVF acc[kAcc][kVecs];
     for (int r = 0; r < kAcc; ++r)
@@ -605,15 +621,9 @@ HWY_NOINLINE void GemvPairsRows(const uint8_t* row, size_t stride, const uint8_t
                     acc[0][v] = hn::MulAdd(hn::ConvertTo(df, is), hn::Mul(dxv[v], dw), acc[0][v]);
                 }
             } else {
-                uint16_t ha, hb;
-                std::memcpy(&ha, blk[r], 2);
-                std::memcpy(&hb, blk[r + 1], 2);
-                const GVF dw = F32FromF16Bits(
-                    df, hn::BitCast(d16, hn::Set(d16x2, uint32_t(ha) | uint32_t(hb) << 16)));
+                const GVF dw = RowPairScales(blk[r], blk[r + 1]);
                 for (int v = 0; v < kVecs; ++v) {
-                    const GVI a = sums[0][v], b = sums[1][v];
-                    // (a0, b1) + (a1, b0) in every lane pair.
-                    const GVI is = hn::Add(hn::OddEven(b, a), hn::Shuffle2301(hn::OddEven(a, b)));
+                    const GVI is = JoinRowPair(sums[0][v], sums[1][v]);
                     acc[r / 2][v] =
                         hn::MulAdd(hn::ConvertTo(df, is), hn::Mul(dxv[v], dw), acc[r / 2][v]);
                 }

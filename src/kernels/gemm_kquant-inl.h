@@ -235,25 +235,23 @@ HWY_INLINE void GemmKRows(const ops::Weight& w, int64_t o, const KRow* krs, cons
 // kRows consecutive rows of Q4_K (kHasHigh false) or Q5_K (row r at row + r * stride) for
 // the tokens of kVecs pair-layout token vectors (PackPairs; VNNI only). The 4-bit (5-bit)
 // levels are the unsigned operand. Each super-block's are first unpacked in element order
-// into a 256-byte buffer
-// (vector masks and shifts; L1), then every group of 8 is one 8-byte broadcast from it per
-// dot product: measured at batch 8, 1.33x faster than extracting each group's nibbles in a
-// general register before its broadcast (as the Q4_0 kernel does for its 32-value blocks).
+// into a 256-byte buffer (vector masks and shifts; L1), then every group of 8 is one 8-byte
+// broadcast from it per dot product: measured at batch 8, 1.33x faster than extracting each
+// group's nibbles in a general register before its broadcast (as the Q4_0 kernel does for
+// its 32-value blocks).
 // Per super-block and (row, token) the integers of GemvRowQ45K, S = sum_j sc_j isum_j and
 // M = sum_j m_j (bsum_2j + bsum_2j+1), then its float steps (KQuantStep, KQuantMinStep) with
 // d and dmin per lane: the same bits as every other path. Two rows share the float steps
 // (even lanes row a, odd lanes row b), as in GemvPairsRows.
 template <bool kHasHigh, int kRows, int kVecs>
 HWY_NOINLINE void GemvPairsRowsQ45K(const uint8_t* row, size_t stride, const uint8_t* pf,
-                                   const PackedActs& p, int64_t n_super, int64_t n_tokens,
-                                   float* y, int64_t ldy) {
+                                    const PackedActs& p, int64_t n_super, int64_t n_tokens,
+                                    float* y, int64_t ldy) {
     static_assert(kRows == 1 || kRows % 2 == 0, "rows go in twos");
     constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
     const GF df;
     const GI di;
     const hn::Repartition<uint64_t, GF> du64;
-    const hn::Rebind<uint16_t, GF> d16;
-    const hn::Repartition<uint32_t, decltype(d16)> d16x2;
     constexpr size_t kBytes = kHasHigh ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
     const size_t L = hn::Lanes(df);
     GVF acc[kAcc][kVecs];
@@ -279,8 +277,8 @@ HWY_NOINLINE void GemvPairsRowsQ45K(const uint8_t* row, size_t stride, const uin
             GVI bs2[kVecs];
             for (int v = 0; v < kVecs; ++v) {
                 const uint8_t* base = p.base + size_t(v) * p.stride;
-                const int8_t* xg =
-                    reinterpret_cast<const int8_t*>(base) + (size_t(k) * 32 + size_t(j) * 4) * L * 4;
+                const int8_t* xg = reinterpret_cast<const int8_t*>(base) +
+                                   (size_t(k) * 32 + size_t(j) * 4) * L * 4;
                 for (size_t g = 0; g < 4; ++g) x[v][g] = hn::LoadU(G8(), xg + g * L * 4);
                 const int32_t* bs = reinterpret_cast<const int32_t*>(base + p.sum_offset) +
                                     (size_t(k) * 16 + size_t(2 * j)) * L;
@@ -314,20 +312,12 @@ HWY_NOINLINE void GemvPairsRowsQ45K(const uint8_t* row, size_t stride, const uin
                                           LoadF16(blk[0] + 2));
             } else {
                 for (int r = 0; r < kRows; r += 2) {
-                    const GVI a = S[r][v], b = S[r + 1][v];
-                    const GVI is = hn::Add(hn::OddEven(b, a), hn::Shuffle2301(hn::OddEven(a, b)));
+                    const GVI is = JoinRowPair(S[r][v], S[r + 1][v]);
                     const GVI ms = hn::Add(M[r][v], hn::Shuffle2301(M[r + 1][v]));
-                    const auto pair16 = [&](size_t at) {
-                        uint16_t ha, hb;
-                        std::memcpy(&ha, blk[r] + at, 2);
-                        std::memcpy(&hb, blk[r + 1] + at, 2);
-                        return F32FromF16Bits(
-                            df, hn::BitCast(d16, hn::Set(d16x2, uint32_t(ha) | uint32_t(hb) << 16)));
-                    };
                     acc[r / 2][v] = KQuantStep(df, acc[r / 2][v], hn::ConvertTo(df, is), dxv,
-                                               pair16(0));
+                                               RowPairScales(blk[r], blk[r + 1]));
                     acc[r / 2][v] = KQuantMinStep(df, acc[r / 2][v], hn::ConvertTo(df, ms), dxv,
-                                                  pair16(2));
+                                                  RowPairScales(blk[r] + 2, blk[r + 1] + 2));
                 }
             }
         }
@@ -340,15 +330,13 @@ HWY_NOINLINE void GemvPairsRowsQ45K(const uint8_t* row, size_t stride, const uin
 // integers of GemvRowQ6K, then KQuantStep with d per lane.
 template <int kRows, int kVecs>
 HWY_NOINLINE void GemvPairsRowsQ6K(const uint8_t* row, size_t stride, const uint8_t* pf,
-                                   const PackedActs& p, int64_t n_super, int64_t n_tokens,
-                                   float* y, int64_t ldy) {
+                                   const PackedActs& p, int64_t n_super, int64_t n_tokens, float* y,
+                                   int64_t ldy) {
     static_assert(kRows == 1 || kRows % 2 == 0, "rows go in twos");
     constexpr int kAcc = kRows == 1 ? 1 : kRows / 2;
     const GF df;
     const GI di;
     const hn::Repartition<uint64_t, GF> du64;
-    const hn::Rebind<uint16_t, GF> d16;
-    const hn::Repartition<uint32_t, decltype(d16)> d16x2;
     const size_t L = hn::Lanes(df);
     GVF acc[kAcc][kVecs];
     for (int r = 0; r < kAcc; ++r)
@@ -370,8 +358,8 @@ HWY_NOINLINE void GemvPairsRowsQ6K(const uint8_t* row, size_t stride, const uint
             GVI c[kVecs];  // -32 bsum_j in the even lanes
             for (int v = 0; v < kVecs; ++v) {
                 const uint8_t* base = p.base + size_t(v) * p.stride;
-                const int8_t* xg =
-                    reinterpret_cast<const int8_t*>(base) + (size_t(k) * 32 + size_t(j) * 2) * L * 4;
+                const int8_t* xg = reinterpret_cast<const int8_t*>(base) +
+                                   (size_t(k) * 32 + size_t(j) * 2) * L * 4;
                 for (size_t g = 0; g < 2; ++g) x[v][g] = hn::LoadU(G8(), xg + g * L * 4);
                 c[v] = hn::Mul(hn::LoadU(di, reinterpret_cast<const int32_t*>(base + p.sum_offset) +
                                                  (size_t(k) * 16 + size_t(j)) * L),
@@ -400,16 +388,10 @@ HWY_NOINLINE void GemvPairsRowsQ6K(const uint8_t* row, size_t stride, const uint
                 acc[0][v] =
                     KQuantStep(df, acc[0][v], hn::ConvertTo(df, is), dxv, LoadF16(blk[0] + 208));
             } else {
-                for (int r = 0; r < kRows; r += 2) {
-                    const GVI a = S[r][v], b = S[r + 1][v];
-                    const GVI is = hn::Add(hn::OddEven(b, a), hn::Shuffle2301(hn::OddEven(a, b)));
-                    uint16_t ha, hb;
-                    std::memcpy(&ha, blk[r] + 208, 2);
-                    std::memcpy(&hb, blk[r + 1] + 208, 2);
-                    const GVF dw = F32FromF16Bits(
-                        df, hn::BitCast(d16, hn::Set(d16x2, uint32_t(ha) | uint32_t(hb) << 16)));
-                    acc[r / 2][v] = KQuantStep(df, acc[r / 2][v], hn::ConvertTo(df, is), dxv, dw);
-                }
+                for (int r = 0; r < kRows; r += 2)
+                    acc[r / 2][v] = KQuantStep(df, acc[r / 2][v],
+                                               hn::ConvertTo(df, JoinRowPair(S[r][v], S[r + 1][v])),
+                                               dxv, RowPairScales(blk[r] + 208, blk[r + 1] + 208));
             }
         }
     }
