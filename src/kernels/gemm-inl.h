@@ -469,14 +469,19 @@ struct PairWeights<CodecQ8_0> {
         return hn::BitCast(G8(), hn::Xor(hn::Set(du64, w), hn::Set(du64, 0x8080808080808080ull)));
     }
 };
+
+// The 8 nibbles of group j (values 8j .. 8j + 7) of 16 bytes of 4-bit levels (low nibbles:
+// values 0-15, high: 16-31), one per byte.
+HWY_INLINE uint64_t NibbleGroup(const uint8_t* qs, size_t j) {
+    uint64_t q;
+    std::memcpy(&q, qs + 8 * (j % 2), 8);
+    return (j < 2 ? q : q >> 4) & 0x0F0F0F0F0F0F0F0Full;
+}
 template <>
 struct PairWeights<CodecQ4_0> {
     static constexpr int kCorrectionShift = 4;
     static HWY_INLINE GV8 Group(const uint8_t* blk, size_t j) {
-        const hn::Repartition<uint64_t, GF> du64;
-        uint64_t q;
-        std::memcpy(&q, blk + 2 + 8 * (j % 2), 8);
-        return hn::BitCast(G8(), hn::Set(du64, (j < 2 ? q : q >> 4) & 0x0F0F0F0F0F0F0F0Full));
+        return hn::BitCast(G8(), hn::Set(hn::Repartition<uint64_t, GF>(), NibbleGroup(blk + 2, j)));
     }
 };
 
@@ -494,12 +499,8 @@ template <>
 struct PairWeights<CodecQ5_0> {
     static constexpr int kCorrectionShift = 3;
     static HWY_INLINE GV8 Group(const uint8_t* blk, size_t j) {
-        const hn::Repartition<uint64_t, GF> du64;
-        uint64_t q;
-        std::memcpy(&q, blk + 6 + 8 * (j % 2), 8);
-        const uint64_t high = kSpreadBits.v[blk[2 + j]];
-        return hn::BitCast(G8(),
-                           hn::Set(du64, ((j < 2 ? q : q >> 4) & 0x0F0F0F0F0F0F0F0Full) | high));
+        const uint64_t q = NibbleGroup(blk + 6, j) | kSpreadBits.v[blk[2 + j]];
+        return hn::BitCast(G8(), hn::Set(hn::Repartition<uint64_t, GF>(), q));
     }
 };
 
