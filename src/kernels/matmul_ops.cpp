@@ -28,7 +28,8 @@ namespace {
 // vector of tokens (GemvPacked) and win from 4; a K-quant row costs the same for 1 or a full
 // vector of tokens, about two matrix-vector passes, so they win from 5 (4: a tie; measured
 // on 1536x576, 2 threads: q4_K 8 tokens 85 -> 52 us, 5 tokens 55 -> 50 us; both paths give
-// the same bits); float rows need several vectors of tokens.
+// the same bits; with VNNI their pair kernels, faster still, take over from there); float
+// rows need several vectors of tokens.
 int64_t min_gemm_tokens(DType type, int64_t token_lanes) {
     switch (type) {
         case DType::Q8_0:
