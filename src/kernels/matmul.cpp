@@ -252,6 +252,15 @@ void QuantizeAndPack(bool pair_types, const float* rows, const ops::ActLayout& l
 #endif
 }
 
+// Whether this target has the pair-layout kernels (VNNI).
+bool GemmHasPairs() {
+#if HWY_TARGET != HWY_SCALAR
+    return kHasVnni;
+#else
+    return false;
+#endif
+}
+
 // Packed vectors that n_tokens tokens take (each of GemmPackedBytes).
 int64_t GemmPackedVectors(bool pair_types, int64_t n_tokens) {
 #if HWY_TARGET != HWY_SCALAR
@@ -298,6 +307,7 @@ HWY_EXPORT(GemvScratch);
 HWY_EXPORT(GemvRowGroup);
 HWY_EXPORT(GemmTokenLanes);
 HWY_EXPORT(GemmPackedBytes);
+HWY_EXPORT(GemmHasPairs);
 HWY_EXPORT(QuantizeAndPack);
 HWY_EXPORT(GemmPackedVectors);
 HWY_EXPORT(GemmScratch);
@@ -337,6 +347,10 @@ size_t gemm_packed_bytes(const Weight& w, const ActLayout& l) {
 void quantize_and_pack(bool pair_types, const float* rows, const ActLayout& l, int64_t tv,
                        int64_t n_tokens, uint8_t* act, uint8_t* packed) {
     HWY_DYNAMIC_DISPATCH(QuantizeAndPack)(pair_types, rows, l, tv, n_tokens, act, packed);
+}
+
+bool gemm_has_pairs() {
+    return HWY_DYNAMIC_DISPATCH(GemmHasPairs)();
 }
 
 int64_t gemm_packed_vectors(bool pair_types, int64_t n_tokens) {

@@ -57,6 +57,8 @@ void quantize_and_pack(bool pair_types, const float* rows, const ActLayout& l, i
                        int64_t n_tokens, uint8_t* act, uint8_t* packed);
 // Packed vectors (of gemm_packed_bytes each) that quantize_and_pack fills for n_tokens.
 int64_t gemm_packed_vectors(bool pair_types, int64_t n_tokens);
+// Whether the dispatched target has the pair-layout kernels (VNNI).
+bool gemm_has_pairs();
 // Per-thread scratch of gemm_rows.
 size_t gemm_scratch_bytes(const Weight& w);
 // Rows [o0, o1) for all n_tokens tokens from the packed activations.

@@ -24,13 +24,18 @@ namespace troupe::ops {
 namespace {
 
 // From how many tokens on the packed (matrix-matrix) kernels beat matrix-vector passes of up
-// to 3 tokens each (measured): the 32-value block types stream their rows once for up to a
-// vector of tokens (GemvPacked) and win from 4; a K-quant row costs the same for 1 or a full
-// vector of tokens, about two matrix-vector passes, so they win from 5 (4: a tie; measured
-// on 1536x576, 2 threads: q4_K 8 tokens 85 -> 52 us, 5 tokens 55 -> 50 us; both paths give
-// the same bits; with VNNI their pair kernels, faster still, take over from there); float
-// rows need several vectors of tokens.
-int64_t min_gemm_tokens(DType type, int64_t token_lanes) {
+// to 3 tokens each (measured on 1536x576, 2 threads; every path gives the same bits):
+// - the 32-value block types stream their rows once for up to a vector of tokens
+//   (GemvPacked) and win from 4 (with their pair kernels too: 3 tokens q8_0 14.6 us as rows,
+//   18.9 packed);
+// - the K-quants with their pair kernels (`pairs`: VNNI) cost about one matrix-vector pass
+//   for up to half a vector of tokens and win from 3 (q4_K / q6_K 3 tokens 28.7 / 30.7 ->
+//   26.7 / 24.4 us, 4 tokens 47.2 / 46.7 -> 28.2 / 24.8; 2 tokens: rows 22.6 / 24.3 against
+//   26.0 / 23.4); without them their matrix-matrix kernel costs the same for 1 or a full
+//   vector of tokens, about two passes, and wins from 5 (4: a tie; q4_K 5 tokens 55 -> 50 us,
+//   8 tokens 85 -> 52);
+// - float rows need several vectors of tokens.
+int64_t min_gemm_tokens(DType type, int64_t token_lanes, bool pairs) {
     switch (type) {
         case DType::Q8_0:
         case DType::Q4_0:
@@ -43,6 +48,7 @@ int64_t min_gemm_tokens(DType type, int64_t token_lanes) {
         case DType::BF16:
             return std::max<int64_t>(4, 4 * token_lanes);
         default:
+            if (pairs && kern::has_pair_kernel(type)) return 3;
             return std::max<int64_t>(4, std::min<int64_t>(5, token_lanes));
     }
 }
@@ -164,9 +170,11 @@ MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_token
     p.packed_bytes = kern::gemm_packed_bytes(ws[0], p.l);
     int64_t min_tokens = 0;
     const int64_t token_lanes = int64_t(kern::gemm_token_lanes());
+    bool pairs = kern::gemm_has_pairs();
+    for (int m = 0; m < n; ++m) pairs &= kern::has_pair_kernel(ws[m].type);
     for (int m = 0; m < n; ++m) {
         if (kern::gemm_packed_bytes(ws[m], p.l) == 0) p.packed_bytes = 0;
-        min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes));
+        min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes, pairs));
     }
     p.path = n_tokens >= min_tokens && p.packed_bytes > 0 ? MatmulPath::Packed : MatmulPath::Rows;
     p.task_rows = task_rows(r, p, n_tokens);
