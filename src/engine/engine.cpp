@@ -172,7 +172,12 @@ void Engine::compute(const ScheduledBatch& sb, double t0) {
     build_batch(sb);
     const int n_vocab = model_.hparams().n_vocab;
     logits_.resize(size_t(batch_.n_logit_rows()) * size_t(n_vocab));
+    const bool decode_only = std::all_of(sb.seqs.begin(), sb.seqs.end(), [](const ScheduledSeq& s) {
+        return s.n_tokens == 1 && s.first_pos >= s.seq->n_prompt_tokens;
+    });
+    ws_.profile = config_.profile_steps ? &profiles_[decode_only ? 0 : 1] : nullptr;
     model_.forward(batch_, kv_views_, ws_, pool_.get(), logits_.data());
+    ws_.profile = nullptr;
     size_t row = 0;
     for (size_t i = 0; i < sb.seqs.size(); ++i) {
         const ScheduledSeq& s = sb.seqs[i];
@@ -183,9 +188,6 @@ void Engine::compute(const ScheduledBatch& sb, double t0) {
         if (!seq || it == live_.end()) continue;  // cancelled during the step
         sampled_[i] = it->second.sampler.sample(logits, seq->tokens);
     }
-    const bool decode_only = std::all_of(sb.seqs.begin(), sb.seqs.end(), [](const ScheduledSeq& s) {
-        return s.n_tokens == 1 && s.first_pos >= s.seq->n_prompt_tokens;
-    });
     scheduler_->postprocess(sb, sampled_, now_ms());
     const double ms = now_ms() - t0;
     (decode_only ? decode_step_ms_ : prefill_step_ms_) += ms;

@@ -44,6 +44,9 @@ struct EngineConfig {
     bool shared_prefix_attention = true;  // attend to shared prefix blocks once per batch
     PowerMode power = PowerMode::Performance;
     bool warmup = true;  // touch the weights and run one step at start
+    // Time every step of the forward passes, op by op (kernels/step_profile.h; `troupe bench
+    // model --profile`). Costs a few clock reads per step.
+    bool profile_steps = false;
 };
 
 class Engine final : public InferenceBackend {
@@ -67,6 +70,9 @@ class Engine final : public InferenceBackend {
 
     const Model& model() const { return model_; }
     const EngineConfig& config() const { return config_; }
+    // With config.profile_steps: the steps of the passes that only decode (decode true) or
+    // that compute prompt tokens, since the engine started (warm-up excluded).
+    const StepProfile& step_profile(bool decode) const { return profiles_[decode ? 0 : 1]; }
     int n_ctx() const { return n_ctx_; }
 
   private:
@@ -106,6 +112,7 @@ class Engine final : public InferenceBackend {
     uint64_t peak_rss_ = 0;
     double decode_step_ms_ = 0, prefill_step_ms_ = 0;
     uint64_t decode_step_tokens_ = 0, prefill_step_tokens_ = 0;
+    StepProfile profiles_[2];  // config.profile_steps: decode-only passes, the others
 };
 
 }  // namespace troupe

@@ -434,9 +434,11 @@ void attention(Region& r, const KvLayerView& kv, const AttentionPlan& plan, floa
     const int64_t n_qvecs = int64_t(plan.qvecs.size());
     const int64_t n_merge = std::min(
         n_qvecs, std::max<int64_t>(r.size(), (n_qvecs + kMaxQVecsPerTask - 1) / kMaxQVecsPerTask));
+    r.set_phase("merge");
     r.for_each(n_merge, [&](int64_t t) {
         merge(kv, plan, states, n_qvecs * t / n_merge, n_qvecs * (t + 1) / n_merge);
     });
+    r.set_phase(nullptr);
 }
 
 void attention_shared(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,

@@ -124,10 +124,12 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
     const DType at = act_type(w.type);
     const size_t xa_bytes = row_bytes(at, w.n_in);
     auto* xa = static_cast<uint8_t*>(r.shared_scratch(xa_bytes * size_t(n_tokens)));
+    r.set_phase("convert");
     r.for_each(n_tokens, [&](int64_t t) {
         auto* tmp = static_cast<float*>(r.thread_scratch(size_t(w.n_in) * sizeof(float)));
         quantize_row(at, input_rows(in, w.n_in, t, t + 1, tmp), xa + size_t(t) * xa_bytes, w.n_in);
     });
+    r.set_phase(nullptr);
     constexpr int64_t kRowsPerTask = 16;
     r.for_each((w.n_out + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
         const int64_t o0 = task * kRowsPerTask, o1 = std::min(w.n_out, o0 + kRowsPerTask);
@@ -230,6 +232,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
     const auto next = r.pending_prefetch();
     const auto mine = weight_share(r, ws, n, plan);
     r.prefetch_next(mine.first, mine.second);
+    r.set_phase("convert");
     if (n_vecs < r.size() && n_tokens > 1) {
         // Fewer vectors of tokens than participants (batched decode): the tokens are converted
         // one per task, then packed; one step for both would leave all but one idle.
@@ -240,6 +243,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
             kern::quantize_act_rows(input_rows(in, l.n_in, t, t + 1, tmp), 0, 1,
                                     act + size_t(t) * l.row_bytes, l);
         });
+        r.set_phase("pack");
         r.for_each(n_vecs, [&](int64_t tv) {
             kern::quantize_and_pack(pair_types, nullptr, l, tv, n_tokens, act, packed);
         });
@@ -253,6 +257,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
                                     n_tokens, act, packed);
         });
     }
+    r.set_phase(nullptr);
     r.prefetch_next(next.first, next.second);
     const RowTasks tasks(ws, n, plan.task_rows);
     r.for_each(tasks.size(), [&](int64_t t) {

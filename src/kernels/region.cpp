@@ -1,5 +1,7 @@
 #include "kernels/region.h"
 
+#include <chrono>
+
 #include "kernels/matmul_act.h"
 #include "kernels/spin.h"
 #include "util/error.h"
@@ -58,7 +60,14 @@ bool Region::claim(int p, int64_t& task) {
     return false;
 }
 
-void Region::step_end(int64_t n_done) {
+int64_t Region::now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+void Region::step_end(int64_t n_done, int64_t t0) {
+    const int64_t t_work = shared_.profile ? now_ns() : 0;
     std::atomic<int64_t>& done = shared_.done.value;
     if (n_done > 0) done.fetch_add(n_done, std::memory_order_acq_rel);
     const int64_t target = done_base_ + n_tasks_;
@@ -70,11 +79,15 @@ void Region::step_end(int64_t n_done) {
     }
     spin_until([&] { return done.load(std::memory_order_acquire) >= target; });
     done_base_ = target;
+    if (shared_.profile)
+        shared_.profile->record(index_, op_, phase_, t_work - t0, now_ns() - t_work);
 }
 
 void* Region::shared_scratch(size_t bytes) {
     if (bytes == 0) return nullptr;
     if (bytes > shared_bytes_) {
+        const char* phase = phase_;
+        phase_ = "grow scratch";
         serial([&] {
             if (shared_.pool) {
                 shared_.pool->shared_scratch(bytes);
@@ -83,6 +96,7 @@ void* Region::shared_scratch(size_t bytes) {
             }
         });
         shared_bytes_ = bytes;
+        phase_ = phase;
     }
     // The buffer holds at least shared_bytes_ now: these calls only read.
     return shared_.pool ? shared_.pool->shared_scratch(bytes)

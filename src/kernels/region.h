@@ -14,6 +14,9 @@
 // late (descheduled, or the pool busy) finds the steps before it done and skips them: no
 // participant ever waits for one that has not started.
 //
+// Profiling (kernels/step_profile.h): a region given a StepProfile records every step's time
+// per participant, keyed by the op and phase names set with set_op / set_phase.
+//
 // Rules for the code run in a region (SPMD): every participant makes the same sequence of
 // collective calls (for_each, serial, shared_scratch) with the same arguments; code outside
 // them must not write shared memory. Contract checked by TROUPE_CHECK where cheap.
@@ -25,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/step_profile.h"
 #include "kernels/thread_pool.h"
 
 namespace troupe {
@@ -40,6 +44,7 @@ struct RegionShared {
     std::vector<Counter> claimed;
     Counter done;                      // tasks finished, over all steps
     ThreadPool* pool;                  // null: one participant, scratch from the buffers below
+    StepProfile* profile = nullptr;    // null: steps are not timed
     size_t shared_bytes_at_start = 0;  // the shared scratch's size when the region began
     std::vector<uint8_t> local_shared, local_thread;  // without a pool
 };
@@ -64,6 +69,7 @@ class Region {
     template <class F>
     void for_each(int64_t n_tasks, F&& fn) {
         if (n_tasks <= 0) return;
+        const int64_t t0 = shared_.profile ? now_ns() : 0;
         step_begin(n_tasks);
         int64_t n_done = 0;
         for (int k = 0; k < size_; ++k) {
@@ -73,7 +79,7 @@ class Region {
                 ++n_done;
             }
         }
-        step_end(n_done);
+        step_end(n_done, t0);
     }
 
     // A step of one task: fn() on one participant, the others wait for it.
@@ -99,10 +105,20 @@ class Region {
     }
     std::pair<const void*, const void*> pending_prefetch() const { return {pf_next_, pf_end_}; }
 
+    // Names for the profile (StepProfile): the op the next steps belong to (set by the
+    // caller: "qkv", "attention") and a phase within it (set by the op: "convert"; null:
+    // none). String literals. Not collective; no effect without a profile.
+    void set_op(const char* op) {
+        op_ = op;
+        phase_ = nullptr;
+    }
+    void set_phase(const char* phase) { phase_ = phase; }
+
   private:
     void step_begin(int64_t n_tasks);
     bool claim(int p, int64_t& task);
-    void step_end(int64_t n_done);
+    void step_end(int64_t n_done, int64_t t0);
+    static int64_t now_ns();
 
     RegionShared& shared_;
     int index_, size_;
@@ -115,24 +131,34 @@ class Region {
     size_t shared_bytes_;               // the shared scratch as the step sequence knows it
     const uint8_t* pf_next_ = nullptr;  // prefetch_next: the next line to prefetch
     const uint8_t* pf_end_ = nullptr;
+    const char* op_ = "";  // set_op / set_phase
+    const char* phase_ = nullptr;
 };
 
 // Runs fn(Region&) on every thread of the pool (thread 0 is the caller) as one job; with a
 // null pool or one thread, on the caller alone. Returns when every participant has returned.
-// fn must not throw.
+// fn must not throw. profile: when set, every step is timed into it.
 template <class F>
-void run_region(ThreadPool* pool, F&& fn) {
+void run_region(ThreadPool* pool, StepProfile* profile, F&& fn) {
     const int n = pool ? pool->size() : 1;
     RegionShared shared(n, pool);
+    if (profile) profile->prepare(n);
+    shared.profile = profile;
     if (n == 1) {
         Region r(shared, 0, 1, 0);
         fn(r);
-        return;
+    } else {
+        pool->run(n, [&](int64_t participant, int thread) {
+            Region r(shared, int(participant), n, thread);
+            fn(r);
+        });
     }
-    pool->run(n, [&](int64_t participant, int thread) {
-        Region r(shared, int(participant), n, thread);
-        fn(r);
-    });
+    if (profile) profile->end_region();
+}
+
+template <class F>
+void run_region(ThreadPool* pool, F&& fn) {
+    run_region(pool, nullptr, std::forward<F>(fn));
 }
 
 }  // namespace troupe

@@ -134,6 +134,7 @@ LayerRows rows_to_finish(Region& r, const HParams& hp, const Batch& batch, bool 
     const int n_out = batch.n_logit_rows();
     if (!last_layer || n_out == n) return {ws.x.data(), n, &ws.attn_plan};
     if (n_out > 0) {
+        r.set_op("gather");
         r.serial([&] {
             gather_logit_rows(batch, ws.q.data(), hp.n_embd_q(), ws.q_out.data());
             gather_logit_rows(batch, ws.x.data(), hp.n_embd, ws.out.data());
@@ -150,11 +151,13 @@ std::array<ops::Weight, 3> qkv_weights(const LayerWeights& l) {
 void qkv_step(Region& r, const HParams& hp, const LayerWeights& l, const ops::RopeParams& rope,
               const ops::KvLayerView& cache, int64_t n, ForwardWorkspace& ws) {
     float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
+    r.set_op("qkv");
     ops::matmul_many(r, qkv_weights(l).data(), 3,
                      {.x = ws.x.data(), .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n);
     add_bias(r, ws.q.data(), l.bq, n);
     add_bias(r, ws.k.data(), l.bk, n);
     add_bias(r, ws.v.data(), l.bv, n);
+    r.set_op("rope+kv store");
     rotate_and_store(r, hp, rope, cache, ws);
 }
 
@@ -165,15 +168,19 @@ void finish_layer(Region& r, const HParams& hp, const LayerWeights& l,
                   const ops::KvLayerView& cache, float scale, const LayerRows& rows,
                   const ops::Weight* next_w, int n_next_w, int64_t next_tokens,
                   ForwardWorkspace& ws) {
+    r.set_op("attention");
     ops::attention(r, cache, *rows.plan, scale);
     const ops::Weight gate_up[] = {l.w_gate, l.w_up};
     ops::prefetch_next_matmul(r, gate_up, 2, rows.n);
+    r.set_op("wo");
     ops::matmul(r, l.wo, {.x = ws.attn.data()}, ws.proj.data(), rows.n, rows.x);
     float* const gate_up_out[] = {ws.gate.data(), ws.up.data()};
     ops::prefetch_next_matmul(r, &l.w_down, 1, rows.n);
+    r.set_op("gate+up");
     ops::matmul_many(r, gate_up, 2, {.x = rows.x, .norm = l.ffn_norm.data(), .eps = hp.rms_eps},
                      gate_up_out, rows.n);
     ops::prefetch_next_matmul(r, next_w, n_next_w, next_tokens);
+    r.set_op("down");
     ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), rows.n,
                 rows.x);
 }
@@ -193,10 +200,11 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
     const float scale = 1.0f / std::sqrt(float(hp.head_dim));
     const int n_out = batch.n_logit_rows();
 
-    run_region(pool, [&](Region& r) {
+    run_region(pool, ws.profile, [&](Region& r) {
         // Every participant prefetches its share of the next product's weights whenever it
         // waits (ops::prefetch_next_matmul): named before the step that precedes it.
         ops::prefetch_next_matmul(r, qkv_weights(w_.layers[0]).data(), 3, n);
+        r.set_op("embed");
         ops::get_rows(r, w_.tok_embd, batch.tokens.data(), n, ws.x.data());  // embeddings
         const float* final_rows = ws.x.data();  // the rows the last layer finished
         for (int il = 0; il < hp.n_layer; ++il) {
@@ -216,6 +224,7 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
         // output: projection of the final norm of the rows that want logits
         r.prefetch_next(nullptr, nullptr);  // nothing is read after the output
         if (n_out == 0) return;
+        r.set_op("output");
         ops::matmul(r, w_.output,
                     {.x = final_rows, .norm = w_.output_norm.data(), .eps = hp.rms_eps}, logits,
                     n_out);

@@ -43,6 +43,7 @@ struct ForwardWorkspace {
     // empty and out_plan stale): their queries q_out -> the first rows of attn.
     std::vector<ops::AttentionSeq> out_seqs;  // [seqs with logits]
     ops::AttentionPlan out_plan;
+    StepProfile* profile = nullptr;  // when set, every step of the pass is timed into it
 };
 
 class Model {

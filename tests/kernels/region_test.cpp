@@ -122,5 +122,46 @@ TEST(Region, SharedScratchGrowsCollectively) {
     }
 }
 
+TEST(Region, ProfileRecordsEveryLabelledStepOfEveryParticipant) {
+    for (int n_threads : {1, 3}) {
+        ThreadPool pool(n_threads);
+        StepProfile profile;
+        for (int pass = 0; pass < 4; ++pass) {
+            run_region(n_threads == 1 ? nullptr : &pool, &profile, [&](Region& r) {
+                for (int layer = 0; layer < 5; ++layer) {
+                    r.set_op("matmul");
+                    r.set_phase("convert");
+                    r.for_each(3, [](int64_t) {});
+                    r.set_phase(nullptr);
+                    r.for_each(8, [](int64_t) {
+                        std::this_thread::sleep_for(std::chrono::microseconds(50));
+                    });
+                    r.set_op("attention");
+                    r.for_each(2, [](int64_t) {});
+                }
+            });
+        }
+        EXPECT_EQ(profile.regions(), 4);
+        ASSERT_EQ(profile.participants(), n_threads);
+        const std::vector<StepProfile::Op> ops = profile.ops();
+        ASSERT_EQ(ops.size(), 3u);
+        EXPECT_EQ(ops[0].name, "matmul/convert");
+        EXPECT_EQ(ops[1].name, "matmul");
+        EXPECT_EQ(ops[2].name, "attention");
+        double sleep_work = 0;
+        for (const StepProfile::Op& op : ops) {
+            EXPECT_EQ(op.steps, 20) << op.name;  // 5 layers x 4 passes, per participant
+            ASSERT_EQ(op.work_ns.size(), size_t(n_threads));
+            for (int p = 0; p < n_threads; ++p) EXPECT_GE(op.wait_ns[size_t(p)], 0.0);
+        }
+        for (double w : ops[1].work_ns) sleep_work += w;
+        // 8 sleeps of 50 us per step, 20 steps: at least 8 ms of work over the participants.
+        EXPECT_GE(sleep_work, 8e6);
+        profile.clear();
+        EXPECT_EQ(profile.regions(), 0);
+        EXPECT_TRUE(profile.ops().empty());
+    }
+}
+
 }  // namespace
 }  // namespace troupe

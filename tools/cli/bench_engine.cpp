@@ -33,6 +33,7 @@ struct BenchOptions {
     int suffix_tokens = 50;
     int gen_tokens = 128;
     int context_tokens = 512;
+    bool profile = false;
 };
 
 // The seed's summary of repeated runs: drop the fastest and the slowest (when there are at
@@ -115,6 +116,44 @@ void print_or_collect(const BenchOptions& o, json& j, const std::string& key, do
 }
 
 // ---- troupe bench model -------------------------------------------------------------------
+
+// Where a decode step's time goes, op by op (`bench model --profile`): n sequences over the
+// shared prompt decode with every region step timed (kernels/step_profile.h). Per op: its
+// time on tasks and waiting at step ends, per forward pass, averaged over the participants.
+void profile_decode(const BenchOptions& o, const Model& model, const std::vector<int32_t>& prompt,
+                    int n, json& j) {
+    EngineConfig c = engine_config(o, true, true, n);
+    c.profile_steps = true;
+    Engine e(model, c);
+    run(e, std::vector<Request>(size_t(n), fixed_request(prompt, o.gen_tokens)), false);
+    const StepProfile& p = e.step_profile(true);
+    const double passes = double(std::max<int64_t>(1, p.regions()));
+    const int np = p.participants();
+    if (!o.json_out)
+        std::printf(
+            "\nprofile: %d sequence(s) decoding, %lld passes, us per pass (mean of %d "
+            "participants)\n  %-28s %9s %9s %7s\n",
+            n, (long long)p.regions(), np, "op", "work", "wait", "steps");
+    json rows = json::array();
+    double total_work = 0, total_wait = 0;
+    for (const StepProfile::Op& op : p.ops()) {
+        double work = 0, wait = 0;
+        for (int i = 0; i < np; ++i) {
+            work += op.work_ns[size_t(i)] / np;
+            wait += op.wait_ns[size_t(i)] / np;
+        }
+        work *= 1e-3 / passes;
+        wait *= 1e-3 / passes;
+        total_work += work;
+        total_wait += wait;
+        const double steps = double(op.steps) / passes;
+        rows.push_back({{"op", op.name}, {"work_us", work}, {"wait_us", wait}, {"steps", steps}});
+        if (!o.json_out)
+            std::printf("  %-28s %9.1f %9.1f %7.1f\n", op.name.c_str(), work, wait, steps);
+    }
+    if (!o.json_out) std::printf("  %-28s %9.1f %9.1f\n", "total", total_work, total_wait);
+    j["profile_" + std::to_string(n)] = rows;
+}
 
 // Drops the file's pages from the page cache (as after a reboot or memory pressure), so the
 // next load reads it from storage: a cold start.
@@ -226,6 +265,12 @@ void run_bench_model(const BenchOptions& o) {
         ("aggregate decode, " + std::to_string(o.n_agents) + " sequences sharing it").c_str());
     print_or_collect(o, j, "decode_nseq_over_1seq", paired_ratio(agg8, single_ctx), "x",
                      "  ratio (per repetition, median)");
+    if (o.profile) {
+        std::vector<int32_t> p(text.begin(), text.begin() + o.context_tokens);
+        p[0] = model->tokenizer().bos();
+        for (int n : {1, o.n_agents}) profile_decode(o, *model, p, n, j);
+        if (!o.json_out) std::printf("\n");
+    }
     // The seed's cold and warm start: the first request of a fresh engine, the model file
     // evicted from the page cache and no warm-up, against a warmed-up engine.
     std::vector<double> cold_ttft, cold_load, warm_ttft, warm_engine;
@@ -351,6 +396,8 @@ void add_bench_engine_commands(CLI::App* bench) {
         "model", "Decode against the bandwidth roofline, prefill, and batched decode");
     common(m);
     m->add_option("--ctx", o->context_tokens, "Prompt / context tokens")->capture_default_str();
+    m->add_flag("--profile", o->profile,
+                "Also time every step of the batched decode, op by op (1 and --agents sequences)");
     m->callback([o] { run_bench_model(*o); });
 
     CLI::App* a = bench->add_subcommand(
