@@ -551,6 +551,10 @@ const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
     return nullptr;
 }
 
+void GgufFile::release_tensor_pages(const GgufTensor& t) const {
+    if (file_) file_->release(t.data, t.n_bytes);
+}
+
 uint64_t GgufFile::touch_tensor_data() const {
     uint64_t sum = 0;
     for (size_t off = data_offset_; off < bytes_.size(); off += 4096) sum += bytes_[off];

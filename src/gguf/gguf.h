@@ -128,7 +128,11 @@ public:
     // Reads every tensor page once (warm-up) and returns a value the compiler must keep.
     uint64_t touch_tensor_data() const;
 
-private:
+    // The whole pages of t's data leave the process's resident set (MappedFile::release):
+    // for tensors whose values were copied elsewhere. No effect on an in-memory image.
+    void release_tensor_pages(const GgufTensor& t) const;
+
+  private:
     GgufFile() = default;
     void parse_all();
 

@@ -34,6 +34,7 @@
 #include "kernels/matmul_act.h"
 #include "kernels/ops.h"
 #include "kernels/simd-inl.h"
+#include "kernels/weight_layout.h"
 #include "tensor/quant_blocks.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -268,9 +269,43 @@ HWY_INLINE void PrepareRow(const uint8_t* row, int64_t n_blocks, RowBlock* rb, u
         rb[k] = LegacyRows<Codec>::Get(row + size_t(k) * Codec::kBytes, tmp + size_t(k) * 32);
 }
 
+// The 16 rows of group g of an Interleaved16 Q8_0 weight (kernels/weight_layout.h), block by
+// block: rb[r * n_blocks + k] for row 16 g + r. The values stay where they are (row r's 4
+// inputs of group j at 32 + 64 j + 4 r: the micro-kernel reads them with a stride of 64);
+// with VNNI each block's 16 weight sums come from one dot product per 4-input group against
+// ones (lane r: row r), in registers.
+HWY_INLINE void PrepareInterleavedGroup(const ops::Weight& w, int64_t g, RowBlock* rb) {
+    const GI di;
+    const size_t L = hn::Lanes(di);
+    const int64_t n_blocks = w.n_in / 32;
+    const uint8_t* group = w.data + size_t(g) * size_t(ops::kInterleaveRows) * w.row_stride;
+    HWY_ALIGN int32_t sums[ops::kInterleaveRows];
+    for (int64_t k = 0; k < n_blocks; ++k) {
+        const uint8_t* b = group + size_t(k) * ops::kInterleavedBlockBytes;
+        if constexpr (kHasVnni) {
+            for (size_t h = 0; h < size_t(ops::kInterleaveRows); h += L) {
+                GVI s = hn::Zero(di);
+                for (size_t j = 0; j < 8; ++j)
+                    s = DotU8I8(
+                        di, hn::Set(G8(), int8_t(1)),
+                        hn::LoadU(G8(), reinterpret_cast<const int8_t*>(b + 32 + 64 * j) + 4 * h),
+                        s);
+                hn::Store(s, di, sums + h);
+            }
+        }
+        for (int64_t r = 0; r < ops::kInterleaveRows; ++r) {
+            RowBlock& x = rb[r * n_blocks + k];
+            x.bytes = b + 32 + 4 * r;
+            x.scale = LoadF16(b + 2 * r);
+            x.min = 0.0f;
+            x.init = kHasVnni ? -128 * sums[r] : 0;
+        }
+    }
+}
+
 // y[t][o] for rows o0 .. o0 + R (prepared blocks rb[r * n_blocks + k]) and the tokens of V
 // packed token vectors starting at tv0.
-template <class Codec, int R, int V>
+template <class Codec, int R, int V, size_t kGroupStride = 4>
 HWY_INLINE void MicroLegacy(const ops::Weight& w, int64_t o0, const RowBlock* HWY_RESTRICT rbs,
                             const PackedActs& p, int64_t tv0, int64_t n_tokens, float* y) {
     using Rows = LegacyRows<Codec>;
@@ -301,7 +336,7 @@ HWY_INLINE void MicroLegacy(const ops::Weight& w, int64_t o0, const RowBlock* HW
                 xv[v] = hn::LoadU(
                     G8(), reinterpret_cast<const int8_t*>(tvp[v]) + (size_t(k) * 8 + g) * L * 4);
             for (int r = 0; r < R; ++r) {
-                const GV8 wv = Bcast4(rb[r]->bytes + 4 * g);
+                const GV8 wv = Bcast4(rb[r]->bytes + kGroupStride * g);
                 for (int v = 0; v < V; ++v)
                     isum[r][v] = DotW<Rows::kUnsigned, true>(wv, xv[v], isum[r][v]);
             }
@@ -330,15 +365,33 @@ HWY_INLINE void MicroLegacy(const ops::Weight& w, int64_t o0, const RowBlock* HW
     }
 }
 
-// All token vectors for R prepared rows starting at o.
-template <class Codec, int R>
+// All token vectors for R prepared rows starting at o (their 4-input groups kGroupStride
+// bytes apart: 4 in rows, 64 in interleaved groups).
+template <class Codec, int R, size_t kGroupStride = 4>
 HWY_INLINE void GemmRows(const ops::Weight& w, int64_t o, const RowBlock* rbs, const PackedActs& p,
                          int64_t n_tokens, float* y) {
     constexpr int V = kTileVecs;
     const int64_t n_vecs = (n_tokens + int64_t(TokenLanes()) - 1) / int64_t(TokenLanes());
     int64_t tv = 0;
-    for (; tv + V <= n_vecs; tv += V) MicroLegacy<Codec, R, V>(w, o, rbs, p, tv, n_tokens, y);
-    for (; tv < n_vecs; ++tv) MicroLegacy<Codec, R, 1>(w, o, rbs, p, tv, n_tokens, y);
+    for (; tv + V <= n_vecs; tv += V)
+        MicroLegacy<Codec, R, V, kGroupStride>(w, o, rbs, p, tv, n_tokens, y);
+    for (; tv < n_vecs; ++tv) MicroLegacy<Codec, R, 1, kGroupStride>(w, o, rbs, p, tv, n_tokens, y);
+}
+
+// Rows [o0, o1) (whole groups) x all tokens of an Interleaved16 Q8_0 weight: each group
+// prepared once, then its rows kTileRows at a time. scratch: RowPrepBytes(n_blocks) * 16.
+HWY_INLINE void GemmInterleaved(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
+                                int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
+    constexpr int R = kTileRows;
+    static_assert(ops::kInterleaveRows % R == 0, "tiles within a group");
+    const int64_t n_blocks = w.n_in / 32;
+    auto* rbs = reinterpret_cast<RowBlock*>(scratch);
+    for (int64_t o = o0; o < o1; o += ops::kInterleaveRows) {
+        PrepareInterleavedGroup(w, o / ops::kInterleaveRows, rbs);
+        PrefetchNextRows(w, o + ops::kInterleaveRows, o1, ops::kInterleaveRows);
+        for (int64_t r = 0; r < ops::kInterleaveRows; r += R)
+            GemmRows<CodecQ8_0, R, 64>(w, o + r, rbs + r * n_blocks, p, n_tokens, y);
+    }
 }
 
 // Rows [o0, o1) x all tokens of a legacy type. scratch: RowPrepBytes(n_blocks) * kTileRows.
@@ -682,7 +735,9 @@ HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_
 
 // Per-thread scratch bytes of GemmLegacy for a weight.
 HWY_INLINE size_t LegacyScratchBytes(const ops::Weight& w) {
-    return RowPrepBytes(w.n_in / 32) * size_t(kTileRows) + 64;
+    const int64_t rows =
+        w.layout == ops::WeightLayout::Interleaved16 ? ops::kInterleaveRows : int64_t(kTileRows);
+    return RowPrepBytes(w.n_in / 32) * size_t(rows) + 64;
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

@@ -16,10 +16,12 @@
 #include "kernels/gemm_kquant-inl.h"
 #include "kernels/gemv-inl.h"
 #include "kernels/gemv32-inl.h"
+#include "kernels/gemv_interleaved-inl.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/quantize_act-inl.h"
 #include "tensor/quant_ref.h"
+#include "util/error.h"
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
@@ -65,6 +67,8 @@ bool HasKernel(DType type) {
 HWY_INLINE void GemvAnyType(const ops::Weight& wt, int64_t o0, int64_t o1,
                             ops::kern::WeightStream& stream, const uint8_t* act, int64_t t0,
                             int64_t t1, const ops::ActLayout& l, float* y, uint8_t* scratch) {
+    if (wt.layout == ops::WeightLayout::Interleaved16)  // all the tokens in one pass
+        return GemvInterleaved(wt, o0, o1, stream, act, l, t0, t1, y);
     for (int64_t tb = t0; tb < t1; tb += kMaxGemvTokens) {
         const int n = int(t1 - tb < kMaxGemvTokens ? t1 - tb : kMaxGemvTokens);
         GemvActs a;
@@ -171,10 +175,15 @@ HWY_INLINE size_t GemmScratchBytes(const ops::Weight& w) {
 }
 
 // Batches smaller than a token vector, and the pair layout (up to a full vector), stream the
-// rows (GemvPacked); larger ones use the prepared-rows micro-kernel (GemmLegacy).
+// rows (GemvPacked); larger ones use the prepared-rows micro-kernel (GemmLegacy), which also
+// takes interleaved weights (their small batches go to GemvInterleaved, unpacked).
 template <class Codec>
 HWY_INLINE void GemmOrGemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
                                  int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
+    if constexpr (std::is_same_v<Codec, CodecQ8_0>) {
+        if (w.layout == ops::WeightLayout::Interleaved16)
+            return GemmInterleaved(w, p, n_tokens, o0, o1, y, scratch);
+    }
     if (p.pairs || n_tokens < int64_t(TokenLanes()))
         return GemvPacked<Codec>(w, p, n_tokens, o0, o1, y);
     GemmLegacy<Codec>(w, p, n_tokens, o0, o1, y, scratch);
@@ -331,8 +340,15 @@ int64_t gemv_row_group() {
     return HWY_DYNAMIC_DISPATCH(GemvRowGroup)();
 }
 
+// Interleaved weights are computed in whole groups of rows.
+static bool whole_groups(const Weight& w, int64_t o0, int64_t o1) {
+    return w.layout != WeightLayout::Interleaved16 ||
+           (o0 % kInterleaveRows == 0 && o1 % kInterleaveRows == 0);
+}
+
 void gemv_rows(const Weight& w, const uint8_t* act, const ActLayout& l, int64_t t0, int64_t t1,
                int64_t o0, int64_t o1, WeightStream& stream, float* y, uint8_t* scratch) {
+    TROUPE_CHECK(whole_groups(w, o0, o1));
     HWY_DYNAMIC_DISPATCH(MatmulTile)(w, act, l, t0, t1, o0, o1, &stream, y, scratch);
 }
 
@@ -363,6 +379,7 @@ size_t gemm_scratch_bytes(const Weight& w) {
 
 void gemm_rows(const Weight& w, const ActLayout& l, const uint8_t* packed, bool pair_types,
                int64_t n_tokens, int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
+    TROUPE_CHECK(whole_groups(w, o0, o1));
     HWY_DYNAMIC_DISPATCH(GemmTile)(w, l, packed, pair_types, n_tokens, o0, o1, y, scratch);
 }
 

@@ -34,7 +34,9 @@ size_t gemv_scratch_bytes(const Weight& w, int64_t n_tokens);
 int64_t gemv_row_group();
 
 // y[t, o] for t in [t0, t1), o in [o0, o1): y: [*, w.n_out], act: converted rows.
-// scratch: gemv_scratch_bytes(w, t1 - t0), 64-byte aligned.
+// scratch: gemv_scratch_bytes(w, t1 - t0), 64-byte aligned. Interleaved weights take any
+// number of tokens (their kernel, gemv_interleaved-inl.h) and whole groups of 16 rows
+// (checked), as gemm_rows does.
 void gemv_rows(const Weight& w, const uint8_t* act, const ActLayout& l, int64_t t0, int64_t t1,
                int64_t o0, int64_t o1, WeightStream& stream, float* y, uint8_t* scratch);
 

@@ -15,6 +15,7 @@
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "kernels/region.h"
+#include "kernels/weight_layout.h"
 #include "tensor/quant_ref.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -133,19 +134,31 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
     constexpr int64_t kRowsPerTask = 16;
     r.for_each((w.n_out + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
         const int64_t o0 = task * kRowsPerTask, o1 = std::min(w.n_out, o0 + kRowsPerTask);
-        for (int64_t t = 0; t < n_tokens; ++t)
-            for (int64_t o = o0; o < o1; ++o)
-                y[t * w.n_out + o] = vec_dot_act(w.type, w.data + size_t(o) * w.row_stride,
-                                                 xa + size_t(t) * xa_bytes, w.n_in);
+        auto* tmp = static_cast<uint8_t*>(r.thread_scratch(row_bytes(w.type, w.n_in)));
+        for (int64_t o = o0; o < o1; ++o) {
+            const uint8_t* row = file_row(w, o, tmp);
+            for (int64_t t = 0; t < n_tokens; ++t)
+                y[t * w.n_out + o] = vec_dot_act(w.type, row, xa + size_t(t) * xa_bytes, w.n_in);
+        }
         add_rows(add_to, y, w.n_out, n_tokens, o0, o1);
     });
 }
 
+// Up to how many tokens interleaved weights (kernels/weight_layout.h) take their own kernel,
+// whose passes over a group of rows take kI16Tile tokens each; larger batches are packed for
+// the matrix-matrix kernel, which reads those weights as well.
+constexpr int64_t kMaxInterleavedTokens = 16;
+
 // How a matmul_many call runs: each matrix on its own (mixed types, or no SIMD kernel),
-// matrix-matrix (packed activations) or matrix-vector (streamed rows), and the task split.
+// matrix-matrix (packed activations) or streamed rows (matrix-vector, and interleaved weights
+// up to kMaxInterleavedTokens), and the task split. Rows with shared_act: the tokens are
+// converted in a step of their own, one per task, instead of by every participant.
 enum class MatmulPath { Empty, Separate, Packed, Rows };
 struct MatmulPlan {
     MatmulPath path = MatmulPath::Empty;
+    bool shared_act = false;
+    bool interleaved = false;      // every weight of the call is Interleaved16
+    bool any_interleaved = false;  // some weight is: tasks take whole groups of 16 rows
     ActLayout l;
     size_t packed_bytes = 0;  // Packed: bytes of one packed vector
     int64_t total_rows = 0;
@@ -173,12 +186,23 @@ MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_token
     int64_t min_tokens = 0;
     const int64_t token_lanes = int64_t(kern::gemm_token_lanes());
     bool pairs = kern::gemm_has_pairs();
-    for (int m = 0; m < n; ++m) pairs &= kern::has_pair_kernel(ws[m].type);
+    p.interleaved = true;
+    for (int m = 0; m < n; ++m) {
+        pairs &= kern::has_pair_kernel(ws[m].type) && ws[m].layout == WeightLayout::Rows;
+        p.interleaved &= ws[m].layout == WeightLayout::Interleaved16;
+        p.any_interleaved |= ws[m].layout == WeightLayout::Interleaved16;
+    }
     for (int m = 0; m < n; ++m) {
         if (kern::gemm_packed_bytes(ws[m], p.l) == 0) p.packed_bytes = 0;
         min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes, pairs));
     }
-    p.path = n_tokens >= min_tokens && p.packed_bytes > 0 ? MatmulPath::Packed : MatmulPath::Rows;
+    const bool packed = n_tokens >= min_tokens && p.packed_bytes > 0;
+    if (p.interleaved && n_tokens <= kMaxInterleavedTokens) {
+        p.path = MatmulPath::Rows;
+        p.shared_act = packed;
+    } else {
+        p.path = packed ? MatmulPath::Packed : MatmulPath::Rows;
+    }
     p.task_rows = task_rows(r, p, n_tokens);
     return p;
 }
@@ -186,13 +210,15 @@ MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_token
 // Rows per task of plan p on the participants of r.
 int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
     if (p.path == MatmulPath::Rows)
-        return rows_per_task(p.total_rows, r.size(), 6, kern::gemv_row_group());
+        return rows_per_task(p.total_rows, r.size(), 6,
+                             p.interleaved ? kInterleaveRows : kern::gemv_row_group());
     // Up to a vector of tokens the kernels stream the weights (about the time of reading
     // them), and every task starts cold, its first rows waiting on DRAM: one task per
     // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
     // batches are compute-bound and keep 4 for balance.
     const int per_participant = n_tokens <= int64_t(kern::gemm_token_lanes()) ? 1 : 4;
-    return rows_per_task(p.total_rows, r.size(), per_participant, 4);
+    return rows_per_task(p.total_rows, r.size(), per_participant,
+                         p.any_interleaved ? kInterleaveRows : 4);
 }
 
 // The weight bytes this participant reads first under plan p: its share of the tasks, up to
@@ -221,7 +247,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
     bool pair_types = true;
     size_t scratch_bytes = 0;
     for (int m = 0; m < n; ++m) {
-        pair_types &= kern::has_pair_kernel(ws[m].type);
+        pair_types &= kern::has_pair_kernel(ws[m].type) && ws[m].layout == WeightLayout::Rows;
         scratch_bytes = std::max(scratch_bytes, kern::gemm_scratch_bytes(ws[m]));
     }
     const size_t n_packed = size_t(kern::gemm_packed_vectors(pair_types, n_tokens));
@@ -269,8 +295,9 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
     });
 }
 
-// Matrix-vector: every participant converts the activations into its own scratch, then
-// streams the rows of its tasks; prefetching runs on to the end of its share of a matrix.
+// Matrix-vector: every participant converts the activations into its own scratch (or, with
+// plan.shared_act, a step converts them into shared scratch, a token per task), then streams
+// the rows of its tasks; prefetching runs on to the end of its share of a matrix.
 void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
                  int64_t n_tokens, float* const* add_to, const MatmulPlan& plan) {
     const ActLayout& l = plan.l;
@@ -284,9 +311,28 @@ void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
     const auto [share_begin, share_end] = r.my_share(tasks.size());
     uint8_t* act = nullptr;
     uint8_t* tile_scratch = nullptr;
+    if (plan.shared_act) {
+        act = static_cast<uint8_t*>(r.shared_scratch(act_bytes));
+        // While the tokens are converted, a participant that waits fetches its own weights.
+        const auto next = r.pending_prefetch();
+        const auto mine = weight_share(r, ws, n, plan);
+        r.prefetch_next(mine.first, mine.second);
+        r.set_phase("convert");
+        r.for_each(n_tokens, [&](int64_t t) {
+            float* tmp = transforms(in)
+                             ? static_cast<float*>(r.thread_scratch(size_t(l.n_in) * sizeof(float)))
+                             : nullptr;
+            kern::quantize_act_rows(input_rows(in, l.n_in, t, t + 1, tmp), 0, 1,
+                                    act + size_t(t) * l.row_bytes, l);
+        });
+        r.set_phase(nullptr);
+        r.prefetch_next(next.first, next.second);
+    }
     kern::WeightStream stream;
     r.for_each(tasks.size(), [&](int64_t t) {
-        if (!act) {
+        if (!tile_scratch && plan.shared_act) {
+            tile_scratch = static_cast<uint8_t*>(r.thread_scratch(tile_bytes));
+        } else if (!act) {
             act = static_cast<uint8_t*>(r.thread_scratch(act_bytes + tile_bytes + tmp_bytes));
             tile_scratch = act + act_bytes;
             auto* tmp = reinterpret_cast<float*>(tile_scratch + tile_bytes);

@@ -29,13 +29,20 @@
 
 namespace troupe::ops {
 
-// A weight matrix as stored in the model file: n_out rows of n_in values each, in `type`.
+// How a weight matrix's rows are stored. Rows: as in the model file, row o at
+// data + o * row_stride. Interleaved16 (Q8_0 only): groups of 16 rows whose blocks are
+// interleaved so that one vector holds the same 4 inputs of 16 rows (kernels/weight_layout.h,
+// made at load by Model::load); a group still takes 16 * row_stride bytes.
+enum class WeightLayout { Rows, Interleaved16 };
+
+// A weight matrix: n_out rows of n_in values each, in `type`.
 struct Weight {
     DType type = DType::F32;
     int64_t n_in = 0;   // values per row (the reduction dimension)
     int64_t n_out = 0;  // rows
     const uint8_t* data = nullptr;
     size_t row_stride = 0;  // bytes between rows (row_bytes(type, n_in) for file tensors)
+    WeightLayout layout = WeightLayout::Rows;
 };
 
 // y[t, o] = sum_i w[o, i] * x[t, i].   x: [n_tokens, w.n_in], y: [n_tokens, w.n_out].

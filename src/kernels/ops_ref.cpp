@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/weight_layout.h"
 #include "tensor/quant_ref.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -17,16 +18,19 @@ void matmul(const Weight& w, const float* x, float* y, int64_t n_tokens) {
     std::vector<uint8_t> xa(xa_bytes * size_t(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t)
         quantize_row(at, x + t * w.n_in, xa.data() + size_t(t) * xa_bytes, w.n_in);
-    for (int64_t t = 0; t < n_tokens; ++t)
-        for (int64_t o = 0; o < w.n_out; ++o)
-            y[t * w.n_out + o] = vec_dot_act(w.type, w.data + size_t(o) * w.row_stride,
-                                             xa.data() + size_t(t) * xa_bytes, w.n_in);
+    std::vector<uint8_t> tmp(row_bytes(w.type, w.n_in));
+    for (int64_t o = 0; o < w.n_out; ++o) {
+        const uint8_t* row = file_row(w, o, tmp.data());
+        for (int64_t t = 0; t < n_tokens; ++t)
+            y[t * w.n_out + o] = vec_dot_act(w.type, row, xa.data() + size_t(t) * xa_bytes, w.n_in);
+    }
 }
 
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out) {
+    std::vector<uint8_t> tmp(w.layout == WeightLayout::Rows ? 0 : row_bytes(w.type, w.n_in));
     for (int64_t r = 0; r < n_ids; ++r) {
         TROUPE_CHECK(ids[r] >= 0 && ids[r] < w.n_out);
-        dequantize_row(w.type, w.data + size_t(ids[r]) * w.row_stride, out + r * w.n_in, w.n_in);
+        dequantize_row(w.type, file_row(w, ids[r], tmp.data()), out + r * w.n_in, w.n_in);
     }
 }
 

@@ -12,11 +12,12 @@ std::string builtin_list() {
 }
 }  // namespace
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, const ModelLoadOptions& opts) {
     auto m = std::unique_ptr<Model>(new Model());
     m->file_ = GgufFile::open(path);
     m->hp_ = read_hparams(*m->file_);
     m->w_ = load_weights(*m->file_, m->hp_);
+    if (opts.interleave_weights) interleave_matrices(*m->file_, m->w_);
     m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
     if (m->tokenizer_->n_vocab() > m->hp_.n_vocab)
         throw Error(path + ": the vocabulary has " + std::to_string(m->tokenizer_->n_vocab()) +
@@ -56,7 +57,15 @@ std::string Model::apply_chat_template(const std::vector<ChatMessage>& messages,
 }
 
 void Model::touch_weights() const {
-    volatile uint64_t sink = file_->touch_tensor_data();
+    // The matrices where the kernels read them (the file, or the interleaved copies), and the
+    // rest of the file's tensors only when no matrix was copied out of it.
+    uint64_t sum = 0;
+    if (!w_.interleaved_storage) sum = file_->touch_tensor_data();
+    w_.for_each_matrix([&](const ops::Weight& m) {
+        const size_t n = size_t(m.n_out) * m.row_stride;
+        for (size_t off = 0; off < n; off += 4096) sum += m.data[off];
+    });
+    volatile uint64_t sink = sum;
     (void)sink;
 }
 

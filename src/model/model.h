@@ -46,10 +46,17 @@ struct ForwardWorkspace {
     StepProfile* profile = nullptr;  // when set, every step of the pass is timed into it
 };
 
+struct ModelLoadOptions {
+    // Interleave the Q8_0 matrices for the rows-in-lanes kernels (interleave_matrices): the
+    // same values, batched decode faster; the weights then live in anonymous memory instead
+    // of the file's page cache. false: every matrix is used in place from the mapped file.
+    bool interleave_weights = true;
+};
+
 class Model {
   public:
     // Maps the file and binds the weights. Throws troupe::Error naming the problem.
-    static std::unique_ptr<Model> load(const std::string& path);
+    static std::unique_ptr<Model> load(const std::string& path, const ModelLoadOptions& opts = {});
 
     const HParams& hparams() const { return hp_; }
     const ModelWeights& weights() const { return w_; }

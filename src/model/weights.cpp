@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include "kernels/weight_layout.h"
 #include "tensor/quant_ref.h"
 #include "util/error.h"
 
@@ -108,6 +109,28 @@ ModelWeights load_weights(const GgufFile& f, HParams& hp) {
     w.matrix_bytes = b.bytes();
     if (!w.tied_output) w.matrix_bytes -= row_bytes(w.tok_embd.type, d) * size_t(hp.n_vocab);
     return w;
+}
+
+void interleave_matrices(const GgufFile& f, ModelWeights& w) {
+    size_t total = 0;
+    w.for_each_matrix([&](ops::Weight& m) {
+        if (ops::can_interleave(m)) total += size_t(m.n_out) * m.row_stride;
+    });
+    if (total == 0) return;
+    // Uninitialised (every byte is written below), 64-byte aligned like the kernels' loads.
+    w.interleaved_storage.reset(new uint8_t[total + 64]);
+    uint8_t* next = w.interleaved_storage.get();
+    next += (64 - reinterpret_cast<uintptr_t>(next) % 64) % 64;
+    w.interleaved_bytes = total;
+    w.for_each_matrix([&](ops::Weight& m) {
+        if (!ops::can_interleave(m)) return;
+        const uint8_t* src = m.data;
+        m = ops::interleave(m, next);
+        next += size_t(m.n_out) * m.row_stride;
+        for (const GgufTensor& t : f.tensors())
+            if (t.data == src) f.release_tensor_pages(t);
+    });
+    if (w.tied_output) w.output = w.tok_embd;
 }
 
 }  // namespace troupe

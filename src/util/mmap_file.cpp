@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -46,6 +47,14 @@ uint64_t MappedFile::touch_all() const {
     uint64_t sum = 0;
     for (size_t off = 0; off < size_; off += 4096) sum += data_[off];
     return sum;
+}
+
+void MappedFile::release(const uint8_t* p, size_t n) const {
+    const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = std::max(uintptr_t(p), uintptr_t(data_));
+    const uintptr_t hi = std::min(uintptr_t(p) + n, uintptr_t(data_) + size_);
+    const uintptr_t begin = (lo + page - 1) / page * page, end = hi / page * page;
+    if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace troupe

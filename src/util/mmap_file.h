@@ -24,6 +24,11 @@ class MappedFile {
     // Returns a checksum-like value so the compiler cannot drop the reads.
     uint64_t touch_all() const;
 
+    // The whole pages within [p, p + n) (inside the mapping) leave the process's resident
+    // set: memory whose content now lives elsewhere (e.g. weights copied into another
+    // layout). The mapping stays valid; a later read maps the pages again from the file.
+    void release(const uint8_t* p, size_t n) const;
+
   private:
     std::string path_;
     const uint8_t* data_ = nullptr;

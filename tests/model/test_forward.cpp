@@ -177,5 +177,40 @@ TEST(Forward, BatchedDecodeGivesTheBitsOfDecodeAlone) {
     EXPECT_GE(n_models, 1);
 }
 
+// The Q8_0 matrices interleaved at load (the default) give every logit and every K/V value
+// of the file's layout bit for bit: prefills, a single decode and a batch of decodes.
+TEST(Forward, InterleavedWeightsGiveTheBitsOfTheFileLayout) {
+    const std::string path = std::string(TROUPE_SOURCE_DIR) + "/models/troupe-tiny-q8_0.gguf";
+    const auto file_layout = Model::load(path, {.interleave_weights = false});
+    const auto interleaved = Model::load(path);
+    EXPECT_EQ(file_layout->weights().interleaved_bytes, 0u);
+    EXPECT_EQ(interleaved->weights().interleaved_bytes, interleaved->weights().matrix_bytes);
+    EXPECT_EQ(interleaved->weights().layers[0].w_up.layout, ops::WeightLayout::Interleaved16);
+    ThreadPool pool(2);
+    constexpr int kSeqs = 9;
+    std::vector<Seq> prompts, decode;
+    for (int i = 0; i < kSeqs; ++i) {
+        const int n = 20 + i;
+        prompts.push_back({some_tokens(n, 50 + i), 0, 2, range(2 * i, 2 * i + 2)});
+        decode.push_back({some_tokens(1, 70 + i), n, 1, range(2 * i, 2 * i + 2)});
+    }
+    std::vector<float> logits[2];
+    for (int use : {0, 1}) {
+        const Model& m = use ? *interleaved : *file_layout;
+        SequenceKv kv(m.hparams(), 16 * 2 * kSeqs);
+        ForwardWorkspace ws;
+        for (const Seq& s : prompts) {
+            const std::vector<float> l = run(m, kv, {s}, false, pool, ws);
+            logits[use].insert(logits[use].end(), l.begin(), l.end());
+        }
+        const std::vector<float> one = run(m, kv, {decode[0]}, false, pool, ws);
+        logits[use].insert(logits[use].end(), one.begin(), one.end());
+        const std::vector<float> many = run(m, kv, decode, false, pool, ws);
+        logits[use].insert(logits[use].end(), many.begin(), many.end());
+    }
+    // The decodes read every layer's stored K/V: equal logits mean equal caches too.
+    EXPECT_TRUE(same_bits(logits[1], logits[0]));
+}
+
 }  // namespace
 }  // namespace troupe

@@ -34,6 +34,7 @@ struct BenchOptions {
     int gen_tokens = 128;
     int context_tokens = 512;
     bool profile = false;
+    ModelLoadOptions load;  // --no-interleave: the file's weight layout (A/B)
 };
 
 // The seed's summary of repeated runs: drop the fastest and the slowest (when there are at
@@ -176,7 +177,7 @@ StartFigures measure_start(const BenchOptions& o, bool cold) {
     if (cold) evict_from_page_cache(o.model);
     StartFigures f;
     double t = now_ms();
-    const auto model = Model::load(o.model);
+    const auto model = Model::load(o.model, o.load);
     f.load_ms = now_ms() - t;
     EngineConfig c = engine_config(o, false, true, 1);
     c.warmup = !cold;
@@ -190,7 +191,7 @@ StartFigures measure_start(const BenchOptions& o, bool cold) {
 }
 
 void run_bench_model(const BenchOptions& o) {
-    const auto model = Model::load(o.model);
+    const auto model = Model::load(o.model, o.load);
     const HParams& hp = model->hparams();
     json j;
     j["model"] = o.model;
@@ -295,7 +296,7 @@ void run_bench_model(const BenchOptions& o) {
 // ---- troupe bench agents ------------------------------------------------------------------
 
 void run_bench_agents(const BenchOptions& o) {
-    const auto model = Model::load(o.model);
+    const auto model = Model::load(o.model, o.load);
     const std::vector<int32_t> text =
         text_tokens(*model, size_t(o.prefix_tokens + o.n_agents * o.suffix_tokens) + 1);
     // Agent k: the shared prefix (BOS + prefix_tokens - 1 tokens), then its own suffix.
@@ -391,6 +392,8 @@ void add_bench_engine_commands(CLI::App* bench) {
             ->capture_default_str();
         cmd->add_option("--agents", o->n_agents, "Concurrent sequences")->capture_default_str();
         cmd->add_flag("--json", o->json_out, "Print one JSON object");
+        cmd->add_flag("--no-interleave{false}", o->load.interleave_weights,
+                      "Keep the Q8_0 matrices in the file's layout (no rows-in-lanes kernels)");
     };
     CLI::App* m = bench->add_subcommand(
         "model", "Decode against the bandwidth roofline, prefill, and batched decode");

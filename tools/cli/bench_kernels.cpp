@@ -18,6 +18,7 @@
 #include "kernels/probes.h"
 #include "kernels/targets.h"
 #include "kernels/thread_pool.h"
+#include "kernels/weight_layout.h"
 #include "kv/kv_storage.h"
 #include "tensor/quant_ref.h"
 #include "util/error.h"
@@ -64,29 +65,44 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
     return v;
 }
 
+// A weight type as the benchmark measures it: the file's layout, or Q8_0 interleaved
+// (kernels/weight_layout.h, named "q8_0i" here) as Model::load makes it.
+struct BenchType {
+    DType type;
+    bool interleaved;
+    std::string name;
+};
+
 // A weight matrix quantised once and copied until the copies exceed `working_set` bytes, so
 // that cycling through them reads from DRAM as decode does (the model is larger than the
 // last-level cache).
 class WeightCopies {
   public:
-    WeightCopies(DType type, int64_t n_in, int64_t n_out, size_t working_set) {
+    WeightCopies(const BenchType& bt, int64_t n_in, int64_t n_out, size_t working_set) {
+        const DType type = bt.type;
         const size_t rb = row_bytes(type, n_in);
         bytes_ = rb * size_t(n_out);
         const auto f = random_floats(size_t(n_in), 7);
-        std::vector<uint8_t> row(rb);
         n_copies_ = std::max<size_t>(2, working_set / bytes_ + 1);
         data_.reset(
             static_cast<uint8_t*>(std::aligned_alloc(64, (bytes_ * n_copies_ + 63) / 64 * 64)));
         TROUPE_CHECK(data_ != nullptr);
         // Rows differ (a rotating input) so that no two rows are the same bytes.
+        std::vector<uint8_t> file(bytes_);
         std::vector<float> rot(f.size());
         for (int64_t o = 0; o < n_out; ++o) {
             for (size_t i = 0; i < f.size(); ++i) rot[i] = f[(i + size_t(o)) % f.size()];
-            quantize_row(type, rot.data(), data_.get() + size_t(o) * rb, n_in);
+            quantize_row(type, rot.data(), file.data() + size_t(o) * rb, n_in);
+        }
+        w_ = ops::Weight{type, n_in, n_out, file.data(), rb};
+        if (bt.interleaved) {
+            w_ = ops::interleave(w_, data_.get());
+        } else {
+            std::memcpy(data_.get(), file.data(), bytes_);
+            w_.data = data_.get();
         }
         for (size_t c = 1; c < n_copies_; ++c)
             std::memcpy(data_.get() + c * bytes_, data_.get(), bytes_);
-        w_ = ops::Weight{type, n_in, n_out, data_.get(), rb};
     }
     // The next copy.
     ops::Weight next() {
@@ -117,11 +133,12 @@ constexpr Shape kShapes[] = {{"576x576", 576, 576},
                              {"1536x576", 1536, 576},
                              {"32000x576", 32000, 576}};
 
-const char* kDefaultTypes[] = {"q8_0", "q4_0", "q4_k", "q6_k", "f16", "bf16",
-                               "f32",  "q5_0", "q4_1", "q5_1", "q5_k"};
+const char* kDefaultTypes[] = {"q8_0", "q8_0i", "q4_0", "q4_k", "q6_k", "f16",
+                               "bf16", "f32",   "q5_0", "q4_1", "q5_1", "q5_k"};
 
-bool fits(DType type, int64_t n_in) {
-    return n_in % traits(type).block_size == 0;
+bool fits(const BenchType& t, int64_t n_in, int64_t n_out) {
+    return n_in % traits(t.type).block_size == 0 &&
+           (!t.interleaved || n_out % ops::kInterleaveRows == 0);
 }
 
 struct Context {
@@ -185,7 +202,7 @@ void bench_pool(Context& c) {
     c.out["pool_run_us"] = t.median * 1e6;
 }
 
-void bench_gemv(Context& c, const std::vector<DType>& types) {
+void bench_gemv(Context& c, const std::vector<BenchType>& types) {
     say(c,
         "matrix-vector (decode, 1 token, weights from DRAM), %d threads: GB/s of weights and "
         "fraction "
@@ -195,11 +212,11 @@ void bench_gemv(Context& c, const std::vector<DType>& types) {
     for (const Shape& s : kShapes) say(c, " %18s", s.name);
     say(c, "\n");
     json rows = json::array();
-    for (DType type : types) {
-        say(c, "  %-6s", type_name(type));
-        json row = {{"type", type_name(type)}};
+    for (const BenchType& type : types) {
+        say(c, "  %-6s", type.name.c_str());
+        json row = {{"type", type.name}};
         for (const Shape& s : kShapes) {
-            if (!fits(type, s.n_in)) {
+            if (!fits(type, s.n_in, s.n_out)) {
                 say(c, " %18s", "-");
                 continue;
             }
@@ -222,7 +239,7 @@ void bench_gemv(Context& c, const std::vector<DType>& types) {
     c.out["matvec"] = rows;
 }
 
-void bench_gemm(Context& c, const std::vector<DType>& types) {
+void bench_gemm(Context& c, const std::vector<BenchType>& types) {
     const std::vector<int64_t> batches = {1, 2, 4, 8, 16, 64, 512};
     say(c,
         "matrix-matrix, %d threads: GFLOP/s (2 per multiply-add) and fraction of the best "
@@ -232,14 +249,15 @@ void bench_gemm(Context& c, const std::vector<DType>& types) {
     for (int64_t b : batches) say(c, " %14s", ("batch " + std::to_string(b)).c_str());
     say(c, "\n");
     json rows = json::array();
-    for (DType type : types) {
-        const Shape s = fits(type, 576) ? kShapes[2] : kShapes[1];  // 1536x576, else 576x1536
+    for (const BenchType& type : types) {
+        // 1536x576, else 576x1536
+        const Shape s = fits(type, 576, 1536) ? kShapes[2] : kShapes[1];
         WeightCopies w(type, s.n_in, s.n_out, c.working_set);
-        say(c, "  %-6s %-9s", type_name(type), s.name);
+        say(c, "  %-6s %-9s", type.name.c_str(), s.name);
         // Quantised activations (Q8_0 / Q8_1 / Q8_K) run on 8-bit dot products.
-        const bool int8 = traits(act_type(type)).is_quantized;
+        const bool int8 = traits(act_type(type.type)).is_quantized;
         const double peak = int8 ? c.int8_all : c.fma_all;
-        json row = {{"type", type_name(type)}, {"shape", s.name}, {"probe", int8 ? "int8" : "fma"}};
+        json row = {{"type", type.name}, {"shape", s.name}, {"probe", int8 ? "int8" : "fma"}};
         for (int64_t b : batches) {
             const auto x = random_floats(size_t(s.n_in * b), 5);
             std::vector<float> y(size_t(s.n_out * b));
@@ -397,15 +415,16 @@ void run_kernel_bench(const KernelBenchOptions& o) {
         if (id == 0) throw Error("unknown or unsupported SIMD target: " + o.target);
         forced.emplace(id);
     }
-    std::vector<DType> types;
+    std::vector<BenchType> types;
     for (const std::string& name :
          o.types.empty()
              ? std::vector<std::string>(std::begin(kDefaultTypes), std::end(kDefaultTypes))
              : o.types) {
-        const auto t = type_from_name(name);
-        if (!t) throw Error("unknown weight type: " + name);
+        const bool interleaved = name == "q8_0i";
+        const auto t = interleaved ? std::optional<DType>(DType::Q8_0) : type_from_name(name);
+        if (!t) throw Error("unknown weight type: " + name + " (q8_0i: Q8_0 interleaved)");
         act_type(*t);  // throws for types without compute
-        types.push_back(*t);
+        types.push_back({*t, interleaved, name});
     }
     if (o.threads < 1) throw Error("--threads must be at least 1");
     ThreadPool pool(o.threads);

@@ -1,0 +1,190 @@
+// Q8_0 weights in the Interleaved16 layout (kernels/weight_layout.h) times a few converted
+// activation rows (Q8_0, matmul_act.h): decode and batched decode, rows in lanes.
+//
+// A vector holds the same 4 inputs of 16 / NV rows (NV = vectors per 16 rows: 1 on AVX-512,
+// 2 on AVX2, 4 on SSE4 / NEON). For every block and 4-input group j, one load takes the
+// weights, and each token's 4 activation bytes broadcast to all lanes take one 8-bit dot
+// product: the lanes end holding the exact integer sums of the 16 rows, so the scales apply
+// in float lanes with no horizontal sum, and the activations need no packing. Tokens share
+// every weight load: up to kI16Tile tokens per pass (their accumulators in registers), the
+// rest in further passes over the group, whose bytes (16 rows) are then in L1.
+//
+// Arithmetic, per (row, token), the canonical order of the 32-value block types (gemv32-inl.h,
+// gemm-inl.h): acc = fma(float(isum_k), dw_k * dx_k, acc) over the blocks k in order, isum_k
+// the exact integer dot product of block k; so a token's outputs are bit-identical to those
+// of the file layout's kernels, alone or in any batch.
+//
+// Integer sums: with VNNI the weights are made unsigned (w + 128, an XOR per weight vector,
+// shared by the tokens) and the activations stay signed, so each token's block starts at
+// -128 sum(x) (the activation row's block sum); elsewhere |w| times sign(x, w) (DotI8I8).
+#if defined(TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_
+#undef TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_
+#else
+#define TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "kernels/dot-inl.h"
+#include "kernels/line_prefetch.h"
+#include "kernels/matmul_act.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/simd-inl.h"
+#include "kernels/weight_layout.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
+#pragma GCC target("avx512vnni")
+#endif
+namespace troupe::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+#if HWY_TARGET != HWY_SCALAR
+
+using I16DF = hn::ScalableTag<float>;
+using I16DI = hn::RebindToSigned<I16DF>;
+using I16D8 = hn::Repartition<int8_t, I16DF>;
+using I16DH = hn::Rebind<uint16_t, I16DF>;  // one f16 scale per float lane
+
+// Vectors per 16 rows (a 64-byte line of one 4-input group).
+constexpr size_t kI16Vecs = size_t(ops::kInterleaveRows) / hn::MaxLanes(I16DF());
+static_assert(kI16Vecs >= 1 && kI16Vecs * hn::MaxLanes(I16DF()) == size_t(ops::kInterleaveRows),
+              "16 rows are a whole number of vectors");
+
+// Tokens per pass: their accumulators (kI16Vecs each) and dot-product sums stay in registers
+// (32 vector registers on AVX-512 and NEON, 16 on AVX2 and SSE4).
+constexpr int kI16Regs = HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ? 16 : 32;
+constexpr int kI16Tile =
+    (kI16Regs - 4) / int(kI16Vecs + 1) < 8 ? (kI16Regs - 4) / int(kI16Vecs + 1) : 8;
+static_assert(kI16Tile >= 1);
+
+// The 4 bytes at p in every 32-bit lane.
+HWY_INLINE hn::Vec<I16D8> I16Bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return hn::BitCast(I16D8(), hn::Set(I16DI(), v));
+}
+
+// One pass over a row group: T tokens (rows a[0 .. T)), y[t * ldy + r] for its 16 rows.
+// Prefetches the lines from pf on up to kStreamPrefetchBytes past each block read, never at
+// or past pf_end (the stream then stops).
+template <int T>
+HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_blocks,
+                              const uint8_t* const* a, const ops::ActLayout& l, float* y,
+                              int64_t ldy, const uint8_t*& pf_io, const uint8_t* pf_end) {
+    const I16DF df;
+    const I16DI di;
+    const I16D8 d8;
+    constexpr size_t L = hn::MaxLanes(I16DF());
+    // One base pointer per token and byte offsets shared by all of them (block k's values
+    // at 32 k, its scale at scale_offset + 4 k, its sum at sum_offset + 4 k): few registers
+    // for addresses, so the tokens' accumulators keep theirs.
+    const uint8_t* x[T];
+    for (int t = 0; t < T; ++t) x[t] = a[t];
+    const uint8_t* pf = pf_io;
+    hn::Vec<I16DF> acc[kI16Vecs][T];
+    for (size_t h = 0; h < kI16Vecs; ++h)
+        for (int t = 0; t < T; ++t) acc[h][t] = hn::Zero(df);
+    for (int64_t k = 0; k < n_blocks; ++k) {
+        const uint8_t* b = group + size_t(k) * ops::kInterleavedBlockBytes;
+        const uint8_t* want = b + ops::kInterleavedBlockBytes + kStreamPrefetchBytes;
+        for (; pf < want && pf < pf_end; pf += 64) __builtin_prefetch(pf, 0, 2);  // into L2
+        const size_t at_q = size_t(k) * 32;
+        const size_t at_d = l.scale_offset + size_t(k) * 4, at_s = l.sum_offset + size_t(k) * 4;
+        for (size_t h = 0; h < kI16Vecs; ++h) {
+            const auto dw = F32FromF16Bits(
+                df, hn::LoadU(I16DH(), reinterpret_cast<const uint16_t*>(b) + h * L));
+            hn::Vec<I16DI> is[T];
+            for (int t = 0; t < T; ++t) {
+                if constexpr (kHasVnni) {
+                    int32_t sum;
+                    std::memcpy(&sum, x[t] + at_s, 4);
+                    is[t] = hn::ShiftLeft<7>(hn::Neg(hn::Set(di, sum)));
+                } else {
+                    is[t] = hn::Zero(di);
+                }
+            }
+            for (size_t j = 0; j < 8; ++j) {
+                auto w =
+                    hn::LoadU(d8, reinterpret_cast<const int8_t*>(b + 32 + 64 * j + h * L * 4));
+                if constexpr (kHasVnni) w = hn::Xor(w, hn::Set(d8, int8_t(-128)));
+                for (int t = 0; t < T; ++t) {
+                    const auto xv = I16Bcast4(reinterpret_cast<const int8_t*>(x[t] + at_q + 4 * j));
+                    if constexpr (kHasVnni) {
+                        is[t] = DotU8I8(di, w, xv, is[t]);
+                    } else {
+                        is[t] = DotI8I8(di, w, xv, is[t]);
+                    }
+                }
+            }
+            for (int t = 0; t < T; ++t) {
+                float dx;
+                std::memcpy(&dx, x[t] + at_d, 4);
+                acc[h][t] =
+                    hn::MulAdd(hn::ConvertTo(df, is[t]), hn::Mul(dw, hn::Set(df, dx)), acc[h][t]);
+            }
+        }
+    }
+    for (size_t h = 0; h < kI16Vecs; ++h)
+        for (int t = 0; t < T; ++t) hn::StoreU(acc[h][t], df, y + t * ldy + h * L);
+    pf_io = pf;
+}
+
+// T tokens (T <= kI16Tile) over the row group at `group`.
+HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
+                              const uint8_t* const* a, const ops::ActLayout& l, float* y,
+                              int64_t ldy, const uint8_t*& pf, const uint8_t* pf_end) {
+    switch (T) {
+#define TROUPE_I16_CASE(n)                                                    \
+    case n:                                                                   \
+        if constexpr (n <= kI16Tile)                                          \
+            return GemvI16Pass<n>(group, n_blocks, a, l, y, ldy, pf, pf_end); \
+        break;
+        TROUPE_I16_CASE(1)
+        TROUPE_I16_CASE(2)
+        TROUPE_I16_CASE(3)
+        TROUPE_I16_CASE(4)
+        TROUPE_I16_CASE(5)
+        TROUPE_I16_CASE(6)
+        TROUPE_I16_CASE(7)
+        TROUPE_I16_CASE(8)
+#undef TROUPE_I16_CASE
+        default:
+            break;
+    }
+}
+
+// Rows [o0, o1) (multiples of 16) of an Interleaved16 Q8_0 weight times tokens [t0, t1) of
+// the converted rows `act`: y[t * w.n_out + o]. Prefetching runs ahead of the
+// groups read, from stream.next on (restarted at row o0 when stream.next is not within
+// [row o0, stream.end)), never at or past stream.end (at least row o1), as Gemv32Rows does.
+HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
+                                ops::kern::WeightStream& stream, const uint8_t* act,
+                                const ops::ActLayout& l, int64_t t0, int64_t t1, float* y) {
+    const size_t group_bytes = size_t(ops::kInterleaveRows) * w.row_stride;
+    const uint8_t* begin = w.data + size_t(o0) * w.row_stride;
+    const uint8_t* end = w.data + size_t(o1) * w.row_stride;
+    if (stream.end < end) stream.end = end;
+    if (stream.next < begin || stream.next > stream.end) stream.next = begin;
+    const uint8_t* rows[kI16Tile];
+    for (int64_t o = o0; o < o1; o += ops::kInterleaveRows) {
+        const uint8_t* group = w.data + size_t(o / ops::kInterleaveRows) * group_bytes;
+        for (int64_t t = t0; t < t1; t += kI16Tile) {
+            const int n = int(t1 - t < kI16Tile ? t1 - t : kI16Tile);
+            for (int i = 0; i < n; ++i) rows[i] = act + size_t(t + i) * l.row_bytes;
+            // Only the first pass streams new weights; later ones find the group in L1.
+            const uint8_t* pf_end = t == t0 ? stream.end : stream.next;
+            GemvI16Tokens(n, group, l.n_blocks, rows, l, y + t * w.n_out + o, w.n_out, stream.next,
+                          pf_end);
+        }
+    }
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+}  // namespace troupe::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard (per target)
