@@ -1,8 +1,12 @@
 // Machine-limit probes, run on the same threads as the kernels so that kernel figures can be
 // shown as a fraction of what this machine can do:
-// - read bandwidth: every thread streams its own slice of a buffer far larger than the
-//   last-level cache, summing floats (the access pattern of decode: read each byte once),
-//   with software prefetches as far ahead as the matrix-vector kernels';
+// - read bandwidth: every thread streams its own slice of a buffer, summing floats (the
+//   access pattern of decode: read each byte once per step), with software prefetches as far
+//   ahead as the matrix-vector kernels', in huge pages where the OS has them (as the
+//   interleaved weights are). Far larger than the last-level cache it measures DRAM; the
+//   size of a model's weights, what decode of that model can stream (on the development
+//   host the two vCPUs' last-level caches keep part of a 126 MB buffer between passes:
+//   ~50 GB/s against ~30 for 512 MiB in the same minute);
 // - FMA throughput: every thread runs independent chains of float fused multiply-adds in
 //   registers (the arithmetic limit of matrix-matrix products);
 // - int8 dot throughput: the same with the 8-bit dot product the quantised kernels use;
@@ -25,8 +29,9 @@ struct ProbeResult {
     double median = 0;  // the median repetition
 };
 
-// GB/s (1e9 bytes per second) reading `bytes` (rounded down to whole vectors per thread) with
-// all pool threads (pool null: the calling thread alone), `reps` repetitions.
+// GB/s (1e9 bytes per second) reading `bytes` (rounded down to whole pages per thread) with
+// all pool threads (pool null: the calling thread alone), `reps` repetitions after three
+// passes that are not counted (the caches then hold what they keep of it from pass to pass).
 ProbeResult probe_read_bandwidth(ThreadPool* pool, size_t bytes, int reps);
 
 // GFLOP/s (a fused multiply-add counts 2) with all pool threads, `reps` repetitions.

@@ -117,10 +117,8 @@ void interleave_matrices(const GgufFile& f, ModelWeights& w) {
         if (ops::can_interleave(m)) total += size_t(m.n_out) * m.row_stride;
     });
     if (total == 0) return;
-    // Uninitialised (every byte is written below), 64-byte aligned like the kernels' loads.
-    w.interleaved_storage.reset(new uint8_t[total + 64]);
-    uint8_t* next = w.interleaved_storage.get();
-    next += (64 - reinterpret_cast<uintptr_t>(next) % 64) % 64;
+    w.interleaved_storage = LargeBuffer(total);
+    uint8_t* next = w.interleaved_storage.data();
     w.interleaved_bytes = total;
     w.for_each_matrix([&](ops::Weight& m) {
         if (!ops::can_interleave(m)) return;

@@ -4,12 +4,12 @@
 // norm and bias vectors are converted to float and owned.
 #pragma once
 
-#include <memory>
 #include <vector>
 
 #include "gguf/gguf.h"
 #include "kernels/ops.h"
 #include "model/hparams.h"
+#include "util/large_buffer.h"
 
 namespace troupe {
 
@@ -35,7 +35,7 @@ struct ModelWeights {
     std::vector<LayerWeights> layers;  // [n_layer]
     size_t matrix_bytes = 0;           // bytes of all matrices read per token (roofline)
     // The matrices interleaved at load (ops::WeightLayout::Interleaved16) live here.
-    std::unique_ptr<uint8_t[]> interleaved_storage;
+    LargeBuffer interleaved_storage;
     size_t interleaved_bytes = 0;
 
     // fn(m) for every matrix view m: tok_embd, output unless tied, the layers'.
