@@ -16,7 +16,7 @@
 //
 // Integer sums: with VNNI the weights are made unsigned (w + 128, an XOR per weight vector,
 // shared by the tokens) and the activations stay signed, so each token's block starts at
-// -128 sum(x) (the activation row's block sum); elsewhere |w| times sign(x, w) (DotI8I8).
+// -128 sum(x) (stored with the activation row); elsewhere |w| times sign(x, w) (DotI8I8).
 #if defined(TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_
 #undef TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_
@@ -80,8 +80,8 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
     const I16D8 d8;
     constexpr size_t L = hn::MaxLanes(I16DF());
     // One base pointer per token and byte offsets shared by all of them (block k's values
-    // at 32 k, its scale at scale_offset + 4 k, its sum at sum_offset + 4 k): few registers
-    // for addresses, so the tokens' accumulators keep theirs.
+    // at 32 k, its scale at scale_offset + 4 k, -128 times its sum at corr_offset + 4 k): few
+    // registers for addresses, so the tokens' accumulators keep theirs.
     const uint8_t* x[T];
     for (int t = 0; t < T; ++t) x[t] = a[t];
     const uint8_t* pf = pf_io;
@@ -93,16 +93,16 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
         const uint8_t* want = b + ops::kInterleavedBlockBytes + kStreamPrefetchBytes;
         for (; pf < want && pf < pf_end; pf += 64) __builtin_prefetch(pf, 0, 2);  // into L2
         const size_t at_q = size_t(k) * 32;
-        const size_t at_d = l.scale_offset + size_t(k) * 4, at_s = l.sum_offset + size_t(k) * 4;
+        const size_t at_d = l.scale_offset + size_t(k) * 4, at_c = l.corr_offset + size_t(k) * 4;
         for (size_t h = 0; h < kI16Vecs; ++h) {
             const auto dw = F32FromF16Bits(
                 df, hn::LoadU(I16DH(), reinterpret_cast<const uint16_t*>(b) + h * L));
             hn::Vec<I16DI> is[T];
             for (int t = 0; t < T; ++t) {
                 if constexpr (kHasVnni) {
-                    int32_t sum;
-                    std::memcpy(&sum, x[t] + at_s, 4);
-                    is[t] = hn::ShiftLeft<7>(hn::Neg(hn::Set(di, sum)));
+                    int32_t corr;
+                    std::memcpy(&corr, x[t] + at_c, 4);
+                    is[t] = hn::Set(di, corr);
                 } else {
                     is[t] = hn::Zero(di);
                 }

@@ -26,8 +26,11 @@ struct ActLayout {
     //   sum_offset: Q8_0: int32 [n_blocks] sum of the block's values;
     //               Q8_1: float [n_blocks] s (f16-rounded d * sum);
     //               Q8_K: int32 [n_in / 16] sums of 16 values (bsums)
+    //   corr_offset: Q8_0: int32 [n_blocks] -128 * sum, where an unsigned-times-signed dot
+    //               product with w + 128 starts (gemv_interleaved-inl.h); else 0
     size_t scale_offset = 0;
     size_t sum_offset = 0;
+    size_t corr_offset = 0;
     size_t row_bytes = 0;  // a multiple of 64, so every row starts cache-line aligned
 };
 
@@ -51,6 +54,10 @@ inline ActLayout act_layout(DType act, int64_t n_in) {
             l.scale_offset = round_up_64(size_t(n_in));
             l.sum_offset = l.scale_offset + round_up_64(size_t(l.n_blocks) * 4);
             l.row_bytes = l.sum_offset + round_up_64(size_t(l.n_blocks) * 4);
+            if (act == DType::Q8_0) {
+                l.corr_offset = l.row_bytes;
+                l.row_bytes += round_up_64(size_t(l.n_blocks) * 4);
+            }
             break;
         default:  // Q8_K
             l.n_blocks = n_in / QK_K;

@@ -63,6 +63,7 @@ void QuantizeRowQ8(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT row,
             reinterpret_cast<float*>(sums)[b] = fp16_to_fp32(fp32_to_fp16(float(sum) * d));
         } else {
             reinterpret_cast<int32_t*>(sums)[b] = sum;
+            reinterpret_cast<int32_t*>(row + l.corr_offset)[b] = -128 * sum;
         }
     }
 }
