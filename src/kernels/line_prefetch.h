@@ -46,6 +46,9 @@ class LinePrefetcher {
 
     // Prefetches the next two lines into L2 (the addresses stay within the runs).
     inline void tick() {
+#ifdef TROUPE_NO_TICK
+        return;
+#endif
         if (p_ == end_) return;
         const size_t left = size_t(end_ - p_);
         __builtin_prefetch(p_, 0, 2);

@@ -30,40 +30,73 @@ HWY_INLINE hn::Vec<D> RoundHalfAway(D d, hn::Vec<D> v) {
     return hn::IfThenElse(hn::Ge(frac, hn::Set(d, 0.5f)), hn::Add(t, step), t);
 }
 
-// Q8_0 / Q8_1: per block of 32, d = amax / 127, q = round(x / d) in [-127, 127].
+// std::round for |v| < 256 (the activations scaled to at most 127): trunc(v + pred(0.5) with
+// v's sign), three instructions instead of RoundHalfAway's seven (checked against std::round
+// on every float of magnitude below 256).
+template <class D>
+HWY_INLINE hn::Vec<D> RoundHalfAwaySmall(D d, hn::Vec<D> v) {
+    return hn::Trunc(hn::Add(v, hn::CopySign(hn::Set(d, 0.49999997f), v)));
+}
+
+// Q8_0 / Q8_1: per block of 32, d = amax / 127, q = round(x / d) in [-127, 127]. The blocks
+// go in groups of kQ8Group: first every block's maximum (independent chains), then the
+// group's scales as vectors (d, its f16 rounding, 1 / d), then each block's values; a block
+// at a time, the scalar steps between the maximum and the values made the conversion a
+// chain of latencies (18 blocks of 576 values took 380 ns).
 template <bool kQ81>
 void QuantizeRowQ8(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT row,
                    const ops::ActLayout& l) {
     const hn::CappedTag<float, QK8_0> df;
     const hn::RebindToSigned<decltype(df)> di;
     const hn::Rebind<int8_t, decltype(df)> d8;
+    const hn::ScalableTag<float> dv;  // the group's scales
     const size_t N = hn::Lanes(df);
+    constexpr int64_t kQ8Group = 16;
     auto* qs = reinterpret_cast<int8_t*>(row);
     auto* scale = reinterpret_cast<float*>(row + l.scale_offset);
     auto* sums = row + l.sum_offset;
     const auto lo = hn::Set(df, -127.0f), hi = hn::Set(df, 127.0f);
-    for (int64_t b = 0; b < l.n_blocks; ++b) {
-        const float* xb = x + b * QK8_0;
-        auto vmax = hn::Zero(df);
-        for (size_t i = 0; i < QK8_0; i += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
-        const float amax = ReduceMax(df, vmax);
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        scale[b] = fp16_to_fp32(fp32_to_fp16(d));
-        const auto vid = hn::Set(df, id);
-        auto vsum = hn::Zero(di);
-        for (size_t i = 0; i < QK8_0; i += N) {
-            auto r = RoundHalfAway(df, hn::Mul(hn::LoadU(df, xb + i), vid));
-            const auto q = hn::ConvertTo(di, hn::Min(hn::Max(r, lo), hi));
-            vsum = hn::Add(vsum, q);
-            hn::StoreU(hn::DemoteTo(d8, q), d8, qs + b * QK8_0 + i);
+    HWY_ALIGN float amax[kQ8Group], inv[kQ8Group], rounded[kQ8Group];
+    for (int64_t b0 = 0; b0 < l.n_blocks; b0 += kQ8Group) {
+        const int64_t nb = l.n_blocks - b0 < kQ8Group ? l.n_blocks - b0 : kQ8Group;
+        for (int64_t b = 0; b < kQ8Group; ++b) {
+            if (b >= nb) {
+                amax[b] = 0.0f;
+                continue;
+            }
+            const float* xb = x + (b0 + b) * QK8_0;
+            auto vmax = hn::Zero(df);
+            for (size_t i = 0; i < QK8_0; i += N)
+                vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
+            amax[b] = ReduceMax(df, vmax);
         }
-        const int32_t sum = ReduceSum(di, vsum);
-        if constexpr (kQ81) {
-            reinterpret_cast<float*>(sums)[b] = fp16_to_fp32(fp32_to_fp16(float(sum) * d));
-        } else {
-            reinterpret_cast<int32_t*>(sums)[b] = sum;
-            reinterpret_cast<int32_t*>(row + l.corr_offset)[b] = -128 * sum;
+        for (size_t i = 0; i < size_t(kQ8Group); i += hn::Lanes(dv)) {
+            const auto d = hn::Div(hn::Load(dv, amax + i), hn::Set(dv, 127.0f));
+            hn::Store(F32FromF16Bits(dv, F16BitsFromF32(dv, d)), dv, rounded + i);
+            hn::Store(hn::IfThenZeroElse(hn::Eq(d, hn::Zero(dv)), hn::Div(hn::Set(dv, 1.0f), d)),
+                      dv, inv + i);
+        }
+        std::memcpy(scale + b0, rounded, size_t(nb) * sizeof(float));
+        for (int64_t b = 0; b < nb; ++b) {
+            const float* xb = x + (b0 + b) * QK8_0;
+            const auto vid = hn::Set(df, inv[b]);
+            auto vsum = hn::Zero(di);
+            for (size_t i = 0; i < QK8_0; i += N) {
+                const auto r = RoundHalfAwaySmall(df, hn::Mul(hn::LoadU(df, xb + i), vid));
+                const auto q = hn::ConvertTo(di, hn::Min(hn::Max(r, lo), hi));
+                vsum = hn::Add(vsum, q);
+                hn::StoreU(hn::DemoteTo(d8, q), d8, qs + (b0 + b) * QK8_0 + i);
+            }
+            const int32_t sum = ReduceSum(di, vsum);
+            const int64_t k = b0 + b;
+            if constexpr (kQ81) {
+                // d unrounded (amax / 127), as the reference's s = d * sum.
+                reinterpret_cast<float*>(sums)[k] =
+                    fp16_to_fp32(fp32_to_fp16(float(sum) * (amax[b] / 127.0f)));
+            } else {
+                reinterpret_cast<int32_t*>(sums)[k] = sum;
+                reinterpret_cast<int32_t*>(row + l.corr_offset)[k] = -128 * sum;
+            }
         }
     }
 }
