@@ -478,6 +478,30 @@ void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* 
     }
 }
 
+void prefetch_kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
+                       int64_t n) {
+    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    for (int64_t r = 0; r < n; ++r) {
+        const int32_t block = block_table[pos[r] / kv.block_size];
+        const size_t slot = size_t(pos[r] % kv.block_size);
+        for (int h = 0; h < kv.n_kv_head; ++h) {
+            const size_t at = size_t(block) * kv.block_stride + size_t(h) * kv.head_stride;
+            const uint8_t* k = kv.k + at + slot * elem;
+            const size_t k_step = size_t(kv.block_size) * elem;  // between dimensions
+            uintptr_t last = ~uintptr_t(0);
+            for (int d = 0; d < kv.head_dim; ++d) {
+                const uintptr_t line = reinterpret_cast<uintptr_t>(k + size_t(d) * k_step) / 64;
+                if (line != last) __builtin_prefetch(k + size_t(d) * k_step, 1, 3);
+                last = line;
+            }
+            const uint8_t* v = kv.v + at + slot * size_t(kv.head_dim) * elem;
+            for (size_t o = 0; o < size_t(kv.head_dim) * elem; o += 64)
+                __builtin_prefetch(v + o, 1, 3);
+            __builtin_prefetch(v + size_t(kv.head_dim) * elem - 1, 1, 3);
+        }
+    }
+}
+
 void kv_store(Region& r, const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
               const float* k, const float* v) {
     // Tasks of up to kRowsPerTask rows within one sequence.

@@ -170,6 +170,13 @@ struct KvLayerView {
 void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
               const float* v, int64_t n);
 
+// Requests, for writing, the cache lines kv_store(kv, block_table, pos, k, v, n) will write
+// (K is stored transposed, so one row touches a line per two dimensions of every kv head):
+// called a little before the store, so that the lines, evicted since the previous token
+// wrote next to them, arrive meanwhile. A hint; results do not depend on it.
+void prefetch_kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
+                       int64_t n);
+
 // The queries of one sequence in a batch: n_q rows at consecutive positions first_pos,
 // first_pos + 1, ...; row r attends causally to positions [0, first_pos + r], whose K/V must
 // already be in the cache.

@@ -75,34 +75,57 @@ void add_bias(Region& r, float* y, const std::vector<float>& b, int64_t n_rows) 
     r.for_each(n_rows, [&](int64_t row) { ops::add_inplace(y + row * n, b.data(), n); });
 }
 
+// The rows of task `task` of rotate_and_store (up to kRopeRows consecutive rows of one
+// sequence): the sequence, and the rows [r0, r1) of the batch.
+constexpr int kRopeRows = 32;
+int64_t n_rope_tasks(const std::vector<ops::AttentionSeq>& seqs) {
+    int64_t n = 0;
+    for (const ops::AttentionSeq& s : seqs) n += (s.n_q + kRopeRows - 1) / kRopeRows;
+    return n;
+}
+struct RopeTask {
+    const ops::AttentionSeq* seq;
+    int64_t r0, r1;
+};
+RopeTask rope_task(const std::vector<ops::AttentionSeq>& seqs, int64_t task) {
+    int64_t t = 0;  // the sequence's first row in the batch
+    for (const ops::AttentionSeq& s : seqs) {
+        const int64_t tasks = (s.n_q + kRopeRows - 1) / kRopeRows;
+        if (task < tasks)
+            return {&s, t + task * kRopeRows, t + std::min<int64_t>(s.n_q, (task + 1) * kRopeRows)};
+        task -= tasks;
+        t += s.n_q;
+    }
+    return {nullptr, 0, 0};
+}
+
+// Requests the cache lines task `task` of rotate_and_store will write (ops::prefetch_kv_store).
+void prefetch_rope_task(const ForwardWorkspace& ws, const ops::KvLayerView& kv, int64_t task) {
+    const RopeTask rt = rope_task(ws.attn_seqs, task);
+    if (rt.seq)
+        ops::prefetch_kv_store(kv, rt.seq->block_table, ws.pos.data() + rt.r0, rt.r1 - rt.r0);
+}
+
 // Rotates the new Q and K rows and stores K and V into the cache, one step: each task takes
-// up to kRows consecutive rows of one sequence.
+// up to kRopeRows consecutive rows of one sequence. The cache lines of a participant's first
+// task were requested before the Q/K/V product (qkv_step); each task requests its
+// successor's (decode writes a line per two dimensions of K, all of them evicted since the
+// previous token's write: 8 sequences stored at 1.5 us per token, mostly waiting for them).
 void rotate_and_store(Region& r, const HParams& hp, const ops::RopeParams& rope,
                       const ops::KvLayerView& kv, ForwardWorkspace& ws) {
-    constexpr int kRows = 32;
-    const auto& seqs = ws.attn_seqs;
-    int64_t n_tasks = 0;
-    for (const ops::AttentionSeq& s : seqs) n_tasks += (s.n_q + kRows - 1) / kRows;
+    const int64_t n_tasks = n_rope_tasks(ws.attn_seqs);
+    const auto [share_begin, share_end] = r.my_share(n_tasks);
     r.for_each(n_tasks, [&](int64_t task) {
-        int64_t t = 0;  // the sequence's first row in the batch
-        for (const ops::AttentionSeq& s : seqs) {
-            const int64_t tasks = (s.n_q + kRows - 1) / kRows;
-            if (task >= tasks) {
-                task -= tasks;
-                t += s.n_q;
-                continue;
-            }
-            const int64_t r0 = t + task * kRows,
-                          r1 = t + std::min<int64_t>(s.n_q, (task + 1) * kRows);
-            float* q = ws.q.data() + r0 * hp.n_embd_q();
-            float* k = ws.k.data() + r0 * hp.n_embd_kv();
-            const float* angles = ws.rope.data() + r0 * rope.n_rot;
-            ops::rope_apply(q, angles, r1 - r0, hp.n_head, hp.head_dim, rope);
-            ops::rope_apply(k, angles, r1 - r0, hp.n_head_kv, hp.head_dim, rope);
-            ops::kv_store(kv, s.block_table, ws.pos.data() + r0, k,
-                          ws.v.data() + r0 * hp.n_embd_kv(), r1 - r0);
-            return;
-        }
+        if (task >= share_begin && task + 1 < share_end) prefetch_rope_task(ws, kv, task + 1);
+        const RopeTask rt = rope_task(ws.attn_seqs, task);
+        const int64_t r0 = rt.r0, r1 = rt.r1;
+        float* q = ws.q.data() + r0 * hp.n_embd_q();
+        float* k = ws.k.data() + r0 * hp.n_embd_kv();
+        const float* angles = ws.rope.data() + r0 * rope.n_rot;
+        ops::rope_apply(q, angles, r1 - r0, hp.n_head, hp.head_dim, rope);
+        ops::rope_apply(k, angles, r1 - r0, hp.n_head_kv, hp.head_dim, rope);
+        ops::kv_store(kv, rt.seq->block_table, ws.pos.data() + r0, k,
+                      ws.v.data() + r0 * hp.n_embd_kv(), r1 - r0);
     });
 }
 
@@ -151,6 +174,10 @@ std::array<ops::Weight, 3> qkv_weights(const LayerWeights& l) {
 void qkv_step(Region& r, const HParams& hp, const LayerWeights& l, const ops::RopeParams& rope,
               const ops::KvLayerView& cache, int64_t n, ForwardWorkspace& ws) {
     float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
+    // The cache lines this participant's first rotate_and_store task writes: they arrive
+    // during the product.
+    const auto [first_rope, end_rope] = r.my_share(n_rope_tasks(ws.attn_seqs));
+    if (first_rope < end_rope) prefetch_rope_task(ws, cache, first_rope);
     r.set_op("qkv");
     ops::matmul_many(r, qkv_weights(l).data(), 3,
                      {.x = ws.x.data(), .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n);
