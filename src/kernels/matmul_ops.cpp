@@ -9,6 +9,7 @@
 //   converts them a token per task, one packs), one step computes row ranges for all tokens.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/matmul_kernels.h"
@@ -55,11 +56,21 @@ int64_t min_gemm_tokens(DType type, int64_t token_lanes, bool pairs) {
 }
 
 // Rows per task: about `per_participant` tasks per participant, a multiple of `multiple`.
+// Of the sizes from that one down to half of it, the one whose tasks load the busiest
+// participant least (whole tasks: 960 rows in multiples of 16 for 16 tasks would be 15 tasks
+// of 64, 8 against 7; tasks of 48 are 20, 10 each).
 int64_t rows_per_task(int64_t n, int n_participants, int per_participant, int64_t multiple) {
+    const int64_t n_units = (n + multiple - 1) / multiple;
     const int64_t n_tasks =
-        std::max<int64_t>(1, std::min<int64_t>((n + multiple - 1) / multiple,
-                                               int64_t(per_participant) * n_participants));
-    return ((n + n_tasks - 1) / n_tasks + multiple - 1) / multiple * multiple;
+        std::max<int64_t>(1, std::min<int64_t>(n_units, int64_t(per_participant) * n_participants));
+    const int64_t first = (n_units + n_tasks - 1) / n_tasks;  // units per task
+    int64_t best = first, best_load = std::numeric_limits<int64_t>::max();
+    for (int64_t u = first; u >= std::max<int64_t>(1, first / 2); --u) {
+        const int64_t tasks = (n_units + u - 1) / u;
+        const int64_t load = (tasks + n_participants - 1) / n_participants * u;
+        if (load < best_load) best = u, best_load = load;
+    }
+    return best * multiple;
 }
 
 // Task t of a row split over several matrices: matrix `m`, rows [o0, o1).
@@ -215,8 +226,10 @@ int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
     // Up to a vector of tokens the kernels stream the weights (about the time of reading
     // them), and every task starts cold, its first rows waiting on DRAM: one task per
     // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
-    // batches are compute-bound and keep 4 for balance.
-    const int per_participant = n_tokens <= int64_t(kern::gemm_token_lanes()) ? 1 : 4;
+    // batches are compute-bound and keep 4 for balance; interleaved weights, whose tasks
+    // take whole groups of 16 rows, 8 (576 rows in tasks of 80 gave one participant 320).
+    const bool small = n_tokens <= int64_t(kern::gemm_token_lanes());
+    const int per_participant = small ? 1 : p.any_interleaved ? 8 : 4;
     return rows_per_task(p.total_rows, r.size(), per_participant,
                          p.any_interleaved ? kInterleaveRows : 4);
 }
