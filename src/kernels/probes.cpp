@@ -199,6 +199,31 @@ ProbeResult probe_read_bandwidth(ThreadPool* pool, size_t bytes, int reps) {
     return rate_per_rep(pool, reps, read);
 }
 
+ProbeResult probe_read_ranges(ThreadPool* pool, const std::vector<ByteRange>& ranges, int reps) {
+    const int n_threads = pool ? pool->size() : 1;
+    const auto sum = HWY_DYNAMIC_DISPATCH(ReadSum);
+    constexpr size_t kVecBytes = 64 * 8;  // ReadSum reads whole groups of 8 vectors
+    std::vector<float> sink(static_cast<size_t>(n_threads));
+    auto read = [&](int thread) {
+        double bytes = 0;
+        for (const ByteRange& r : ranges) {
+            // This thread's slice, aligned to 64 bytes (a few bytes at the seams are not read).
+            const auto begin = reinterpret_cast<uintptr_t>(r.data);
+            const uintptr_t lo =
+                (begin + r.bytes * size_t(thread) / size_t(n_threads) + 63) / 64 * 64;
+            const uintptr_t hi =
+                (begin + r.bytes * size_t(thread + 1) / size_t(n_threads)) / 64 * 64;
+            if (hi <= lo) continue;
+            const size_t n = (hi - lo) / kVecBytes * kVecBytes;
+            sink[size_t(thread)] += sum(reinterpret_cast<const float*>(lo), n / sizeof(float));
+            bytes += double(n);
+        }
+        return bytes;
+    };
+    rate_per_rep(pool, 3, read);  // not counted: caches reach their steady state
+    return rate_per_rep(pool, reps, read);
+}
+
 ProbeResult probe_fma(ThreadPool* pool, int reps) {
     const auto chains = HWY_DYNAMIC_DISPATCH(FmaChains);
     const int n_threads = pool ? pool->size() : 1;

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/thread_pool.h"
 
@@ -33,6 +34,15 @@ struct ProbeResult {
 // all pool threads (pool null: the calling thread alone), `reps` repetitions after three
 // passes that are not counted (the caches then hold what they keep of it from pass to pass).
 ProbeResult probe_read_bandwidth(ThreadPool* pool, size_t bytes, int reps);
+
+// GB/s reading the given byte ranges (a model's weight matrices: decode's own memory, pages
+// and cache state) in order, each split over the pool threads, `reps` repetitions after
+// three uncounted passes: the roofline of decoding that model on this machine.
+struct ByteRange {
+    const void* data;
+    size_t bytes;
+};
+ProbeResult probe_read_ranges(ThreadPool* pool, const std::vector<ByteRange>& ranges, int reps);
 
 // GFLOP/s (a fused multiply-add counts 2) with all pool threads, `reps` repetitions.
 ProbeResult probe_fma(ThreadPool* pool, int reps);

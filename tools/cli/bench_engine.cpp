@@ -204,14 +204,18 @@ void run_bench_model(const BenchOptions& o) {
             double(model->weights().matrix_bytes) / 1048576.0, o.threads, o.repeat);
     // The bandwidth of a shared machine drifts from minute to minute: it is probed right before
     // every decode run, and the fraction of the roofline is taken per repetition. The roofline
-    // streams a buffer the size of the weights decode reads per token (part of it may stay
-    // in the last-level caches from pass to pass, for the probe as for decode); DRAM alone
-    // (512 MiB) is printed beside it.
+    // streams the weight matrices decode reads per token, in their memory (part of them may
+    // stay in the last-level caches from pass to pass, for the probe as for decode); DRAM
+    // alone (512 MiB) is printed beside it.
     ThreadPool pool(o.threads);
     const double weight_bytes = double(model->weights().matrix_bytes);
-    auto probe_bw = [&] {
-        return kernels::probe_read_bandwidth(&pool, size_t(weight_bytes), 5).best;
-    };
+    std::vector<kernels::ByteRange> weights;
+    const ModelWeights& mw = model->weights();
+    for (const LayerWeights& l : mw.layers)
+        for (const ops::Weight* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            weights.push_back({m->data, size_t(m->n_out) * m->row_stride});
+    weights.push_back({mw.output.data, size_t(mw.output.n_out) * mw.output.row_stride});
+    auto probe_bw = [&] { return kernels::probe_read_ranges(&pool, weights, 5).best; };
     const double fma = kernels::probe_fma(&pool, 5).best;
     print_or_collect(o, j, "fma_gflop_s", fma, "GFLOP/s", "FMA throughput (probe, best of 5)");
     // Whether the threads share a cache moves every batched figure (kernels/probes.h).
@@ -254,7 +258,7 @@ void run_bench_model(const BenchOptions& o) {
                      kernels::probe_read_bandwidth(&pool, size_t(512) << 20, 3).best, "GB/s",
                      "read bandwidth of 512 MiB (DRAM; probe)");
     print_or_collect(o, j, "read_bandwidth_gb_s", bw, "GB/s",
-                     "read bandwidth of the weights' size (probe before each decode run)");
+                     "read bandwidth of the weights (probe before each decode run)");
     print_or_collect(o, j, "decode_roofline_tokens_per_s", bw * 1e9 / weight_bytes, "tok/s",
                      "decode roofline (bandwidth / weight bytes per token)");
     print_or_collect(
