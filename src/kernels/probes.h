@@ -3,10 +3,10 @@
 // - read bandwidth: every thread streams its own slice of a buffer, summing floats (the
 //   access pattern of decode: read each byte once per step), with software prefetches as far
 //   ahead as the matrix-vector kernels', in huge pages where the OS has them (as the
-//   interleaved weights are). Far larger than the last-level cache it measures DRAM; the
-//   size of a model's weights, what decode of that model can stream (on the development
-//   host the two vCPUs' last-level caches keep part of a 126 MB buffer between passes:
-//   ~50 GB/s against ~30 for 512 MiB in the same minute);
+//   interleaved weights are). Far larger than the last-level cache it measures DRAM; read
+//   over a model's own weight matrices (probe_read_ranges), what decode of that model can
+//   stream (on the development host the two vCPUs' last-level caches keep part of the 126 MB
+//   of weights between passes: ~53 GB/s against ~30 for 512 MiB in the same minute);
 // - FMA throughput: every thread runs independent chains of float fused multiply-adds in
 //   registers (the arithmetic limit of matrix-matrix products);
 // - int8 dot throughput: the same with the 8-bit dot product the quantised kernels use;
