@@ -39,7 +39,7 @@ compile() {  # source object
   [ "$2" -nt "$1" ] && [ "$2" -nt "$newest_header" ] || "${CXX[@]}" -c "$1" -o "$2"
 }
 objs=()
-for src in src/kernels/*.cpp src/tensor/*.cpp; do
+for src in src/kernels/*.cpp src/tensor/*.cpp src/util/large_buffer.cpp; do
   obj="$out/$(basename "${src%.cpp}").o"
   compile "$src" "$obj"
   objs+=("$obj")
