@@ -115,6 +115,23 @@ int32_t key_chunk(int block_size) {
     return std::max(1, kAttentionKeyChunk / block_size) * block_size;
 }
 
+// One task for query vectors `qids` (at most kMaxTaskQVecs) of kv head h over all the key
+// chunks of [k0, k1): its states are [chunk][query vector] in its slots, the chunks in key
+// order (what the merge's CSR expects).
+void add_multi_chunk_task(AttentionPlan& plan, const std::vector<int>& qids, int h,
+                          const int32_t* block_table, int32_t k0, int32_t k1, int32_t chunk) {
+    AttentionPlan::Task t;
+    t.kv_head = h;
+    t.block_table = block_table;
+    t.k0 = k0;
+    t.k1 = k1;
+    t.slot0 = int(plan.task_qids.size());
+    for (int32_t c0 = k0; c0 < k1; c0 = (c0 / chunk + 1) * chunk)
+        plan.task_qids.insert(plan.task_qids.end(), qids.begin(), qids.end());
+    t.slot1 = int(plan.task_qids.size());
+    plan.tasks.push_back(t);
+}
+
 // Adds tasks for query vectors `qids` of kv head h over keys [k0, k1), split into tiles of
 // kMaxTaskQVecs and at the fixed chunk boundaries.
 void add_tasks(AttentionPlan& plan, const std::vector<int>& qids, int h, const int32_t* block_table,
@@ -239,15 +256,16 @@ void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan, size_
     const AttentionPlan::Task& t = plan.tasks[ti];
     PrefetchRuns next;
     if (next_is_mine(r, ti, plan.tasks.size())) first_blocks_of(kv, plan.tasks[ti + 1], next);
-    const int nq = t.slot1 - t.slot0;
+    // Chunks of [k0, k1). A plain task has a slot per chunk and query vector (the query
+    // vectors repeated per chunk), a whole task a slot per query vector.
+    const int32_t chunk = key_chunk(kv.block_size);
+    const int n_chunks = (t.k1 + chunk - 1) / chunk - t.k0 / chunk;
+    TROUPE_CHECK(t.whole || (t.slot1 - t.slot0) % n_chunks == 0);
+    const int nq = t.whole ? t.slot1 - t.slot0 : (t.slot1 - t.slot0) / n_chunks;
     TROUPE_CHECK(nq <= kMaxTaskQVecs);
     const int* qids = (t.whole ? plan.whole_qids.data() : plan.task_qids.data()) + t.slot0;
     const size_t scratch_floats = HWY_DYNAMIC_DISPATCH(AttnScratchFloats)(kv, kMaxTaskQVecs);
     const size_t sf = state_floats(kv);
-    // Chunks of [k0, k1) (a plain task's range lies within one).
-    const int32_t chunk = key_chunk(kv.block_size);
-    const int n_chunks = (t.k1 + chunk - 1) / chunk - t.k0 / chunk;
-    TROUPE_CHECK(t.whole || n_chunks == 1);
     const float* q[kMaxTaskQVecs];
     int32_t qpos[kMaxTaskQVecs];
     for (int i = 0; i < nq; ++i) {
@@ -387,6 +405,12 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                     t.slot1 = int(plan.whole_qids.size());
                     t.whole = true;
                     plan.tasks.push_back(t);
+                } else if (private_start[size_t(s)] > 0 && int(qids.size()) <= kMaxTaskQVecs) {
+                    // The private keys after a shared prefix: one task over all their chunks
+                    // (the shared tasks keep the threads busy; a decode row's task costs
+                    // ~0.35 us of set-up whatever its keys).
+                    add_multi_chunk_task(plan, qids, h, sq.block_table, private_start[size_t(s)],
+                                         k1, chunk);
                 } else {
                     add_tasks(plan, qids, h, sq.block_table, private_start[size_t(s)], k1, chunk);
                 }
@@ -396,10 +420,16 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
     // Longest first (estimated by query vectors x keys): the dynamic split of the region then
     // ends with short tasks, and the threads finish together. Slots are fixed above, so the
     // order of the merge (and the result) does not depend on this.
+    const int32_t chunk_keys = chunk;
+    const auto cost = [chunk_keys](const AttentionPlan::Task& t) {
+        const int64_t slots = t.slot1 - t.slot0;
+        const int64_t n_chunks =
+            t.whole ? 1 : (t.k1 + chunk_keys - 1) / chunk_keys - t.k0 / chunk_keys;
+        return slots / n_chunks * (t.k1 - t.k0);  // query vectors x keys
+    };
     std::stable_sort(plan.tasks.begin(), plan.tasks.end(),
-                     [](const AttentionPlan::Task& a, const AttentionPlan::Task& b) {
-                         return int64_t(a.slot1 - a.slot0) * (a.k1 - a.k0) >
-                                int64_t(b.slot1 - b.slot0) * (b.k1 - b.k0);
+                     [&](const AttentionPlan::Task& a, const AttentionPlan::Task& b) {
+                         return cost(a) > cost(b);
                      });
     index_merges(plan);
 }

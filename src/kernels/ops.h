@@ -247,7 +247,10 @@ struct AttentionPlan {
         int kv_head = 0;
         const int32_t* block_table = nullptr;
         int32_t k0 = 0, k1 = 0;    // key positions
-        int slot0 = 0, slot1 = 0;  // state slots [slot0, slot1): task_qids
+        // State slots [slot0, slot1): task_qids, one per key chunk of [k0, k1) and query
+        // vector, chunk-major (decode rows after a shared prefix take all their chunks in one
+        // task; the other plain tasks have one chunk).
+        int slot0 = 0, slot1 = 0;
         // A whole task reads every key chunk of [k0, k1) itself, merges its query vectors'
         // chunk states in its own scratch and writes their outputs: [slot0, slot1) index
         // whole_qids, and the merge step skips them (a long prefill's states never leave the
