@@ -269,33 +269,52 @@ HWY_INLINE void PrepareRow(const uint8_t* row, int64_t n_blocks, RowBlock* rb, u
         rb[k] = LegacyRows<Codec>::Get(row + size_t(k) * Codec::kBytes, tmp + size_t(k) * 32);
 }
 
-// The 16 rows of group g of an Interleaved16 Q8_0 weight (kernels/weight_layout.h), block by
-// block: rb[r * n_blocks + k] for row 16 g + r. The values stay where they are (row r's 4
-// inputs of group j at 32 + 64 j + 4 r: the micro-kernel reads them with a stride of 64);
-// with VNNI each block's 16 weight sums come from one dot product per 4-input group against
-// ones (lane r: row r), in registers.
-HWY_INLINE void PrepareInterleavedGroup(const ops::Weight& w, int64_t g, RowBlock* rb) {
+// The 16 rows of group g of an Interleaved16 weight (kernels/weight_layout.h), block by
+// block: rb[r * n_blocks + k] for row 16 g + r, whose 4 signed levels of group j are at
+// rb.bytes + 64 j (the micro-kernel reads them with that stride). Q8_0: the values where they
+// are (32 + 64 j + 4 r of the block). Q4_0: the nibbles unpacked to w = q - 8 into levels
+// ([n_blocks][8][16][4] bytes, the same arrangement). With VNNI each block's 16 weight sums
+// come from one dot product per group against ones (lane r: row r), in registers.
+HWY_INLINE void PrepareInterleavedGroup(const ops::Weight& w, int64_t g, RowBlock* rb,
+                                        uint8_t* levels) {
     const GI di;
+    const hn::Repartition<uint16_t, GF> d16;
     const size_t L = hn::Lanes(di);
     const int64_t n_blocks = w.n_in / 32;
+    const size_t kb = ops::interleaved_block_bytes(w.type);
+    const bool q4 = w.type == DType::Q4_0;
     const uint8_t* group = w.data + size_t(g) * size_t(ops::kInterleaveRows) * w.row_stride;
     HWY_ALIGN int32_t sums[ops::kInterleaveRows];
     for (int64_t k = 0; k < n_blocks; ++k) {
-        const uint8_t* b = group + size_t(k) * ops::kInterleavedBlockBytes;
+        const uint8_t* b = group + size_t(k) * kb;
+        const uint8_t* q = b + 32;  // [8][16][4] signed levels
+        if (q4) {
+            uint8_t* out = levels + size_t(k) * 512;
+            for (size_t i = 0; i < 256; i += 4 * L) {  // nibble vectors: groups p and p + 4
+                const GV8 v = hn::LoadU(G8(), reinterpret_cast<const int8_t*>(q + i));
+                const GV8 lo = hn::And(v, hn::Set(G8(), int8_t(0x0F)));
+                const GV8 hi = hn::And(hn::BitCast(G8(), hn::ShiftRight<4>(hn::BitCast(d16, v))),
+                                       hn::Set(G8(), int8_t(0x0F)));
+                hn::StoreU(hn::Sub(lo, hn::Set(G8(), int8_t(8))), G8(),
+                           reinterpret_cast<int8_t*>(out + i));
+                hn::StoreU(hn::Sub(hi, hn::Set(G8(), int8_t(8))), G8(),
+                           reinterpret_cast<int8_t*>(out + 256 + i));
+            }
+            q = out;
+        }
         if constexpr (kHasVnni) {
             for (size_t h = 0; h < size_t(ops::kInterleaveRows); h += L) {
                 GVI s = hn::Zero(di);
                 for (size_t j = 0; j < 8; ++j)
                     s = DotU8I8(
                         di, hn::Set(G8(), int8_t(1)),
-                        hn::LoadU(G8(), reinterpret_cast<const int8_t*>(b + 32 + 64 * j) + 4 * h),
-                        s);
+                        hn::LoadU(G8(), reinterpret_cast<const int8_t*>(q + 64 * j) + 4 * h), s);
                 hn::Store(s, di, sums + h);
             }
         }
         for (int64_t r = 0; r < ops::kInterleaveRows; ++r) {
             RowBlock& x = rb[r * n_blocks + k];
-            x.bytes = b + 32 + 4 * r;
+            x.bytes = q + 4 * r;
             x.scale = LoadF16(b + 2 * r);
             x.min = 0.0f;
             x.init = kHasVnni ? -128 * sums[r] : 0;
@@ -378,16 +397,20 @@ HWY_INLINE void GemmRows(const ops::Weight& w, int64_t o, const RowBlock* rbs, c
     for (; tv < n_vecs; ++tv) MicroLegacy<Codec, R, 1, kGroupStride>(w, o, rbs, p, tv, n_tokens, y);
 }
 
-// Rows [o0, o1) (whole groups) x all tokens of an Interleaved16 Q8_0 weight: each group
-// prepared once, then its rows kTileRows at a time. scratch: RowPrepBytes(n_blocks) * 16.
+// Rows [o0, o1) (whole groups) x all tokens of an Interleaved16 Q8_0 or Q4_0 weight: each
+// group prepared once (its levels signed, as the Q8_0 micro-kernel takes them), then its rows
+// kTileRows at a time. scratch: LegacyScratchBytes(w).
 HWY_INLINE void GemmInterleaved(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
                                 int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
     constexpr int R = kTileRows;
     static_assert(ops::kInterleaveRows % R == 0, "tiles within a group");
     const int64_t n_blocks = w.n_in / 32;
     auto* rbs = reinterpret_cast<RowBlock*>(scratch);
+    // Q4_0's unpacked levels after the row blocks, 64-byte aligned.
+    uint8_t* levels = scratch + ops::round_up_64(size_t(ops::kInterleaveRows) * size_t(n_blocks) *
+                                                 sizeof(RowBlock));
     for (int64_t o = o0; o < o1; o += ops::kInterleaveRows) {
-        PrepareInterleavedGroup(w, o / ops::kInterleaveRows, rbs);
+        PrepareInterleavedGroup(w, o / ops::kInterleaveRows, rbs, levels);
         PrefetchNextRows(w, o + ops::kInterleaveRows, o1, ops::kInterleaveRows);
         for (int64_t r = 0; r < ops::kInterleaveRows; r += R)
             GemmRows<CodecQ8_0, R, 64>(w, o + r, rbs + r * n_blocks, p, n_tokens, y);
@@ -735,9 +758,11 @@ HWY_INLINE void GemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_
 
 // Per-thread scratch bytes of GemmLegacy for a weight.
 HWY_INLINE size_t LegacyScratchBytes(const ops::Weight& w) {
-    const int64_t rows =
-        w.layout == ops::WeightLayout::Interleaved16 ? ops::kInterleaveRows : int64_t(kTileRows);
-    return RowPrepBytes(w.n_in / 32) * size_t(rows) + 64;
+    if (w.layout == ops::WeightLayout::Interleaved16)  // row blocks, Q4_0's levels
+        return ops::round_up_64(size_t(ops::kInterleaveRows) * size_t(w.n_in / 32) *
+                                sizeof(RowBlock)) +
+               size_t(w.n_in / 32) * 512 + 64;
+    return RowPrepBytes(w.n_in / 32) * size_t(kTileRows) + 64;
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

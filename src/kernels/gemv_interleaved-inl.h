@@ -1,5 +1,5 @@
-// Q8_0 weights in the Interleaved16 layout (kernels/weight_layout.h) times a few converted
-// activation rows (Q8_0, matmul_act.h): decode and batched decode, rows in lanes.
+// Q8_0 and Q4_0 weights in the Interleaved16 layout (kernels/weight_layout.h) times a few
+// converted activation rows (Q8_0, matmul_act.h): decode and batched decode, rows in lanes.
 //
 // A vector holds the same 4 inputs of 16 / NV rows (NV = vectors per 16 rows: 1 on AVX-512,
 // 2 on AVX2, 4 on SSE4 / NEON). For every block and 4-input group j, one load takes the
@@ -68,17 +68,37 @@ HWY_INLINE hn::Vec<I16D8> I16Bcast4(const int8_t* p) {
     return hn::BitCast(I16D8(), hn::Set(I16DI(), v));
 }
 
-// One pass over a row group: T tokens (rows a[0 .. T)), y[t * ldy + r] for its 16 rows.
-// Prefetches the lines from pf on up to kStreamPrefetchBytes past each block read, never at
-// or past pf_end (the stream then stops).
-template <int T>
+// The dot products of one 4-byte group of the weights (vector w: 16 / kI16Vecs rows) with
+// token t's 4 activation bytes at xq, into is: Q8_0 signed levels (w + 128 with VNNI), Q4_0
+// unsigned levels q = w + 8 (Dot of unsigned x signed on every target).
+template <DType kType>
+HWY_INLINE hn::Vec<I16DI> I16Dot(hn::Vec<I16D8> w, const uint8_t* xq, hn::Vec<I16DI> is) {
+    const I16DI di;
+    const auto xv = I16Bcast4(reinterpret_cast<const int8_t*>(xq));
+    if constexpr (kType == DType::Q4_0 || kHasVnni) {
+        return DotU8I8(di, w, xv, is);
+    } else {
+        return DotI8I8(di, w, xv, is);
+    }
+}
+
+// One pass over a row group of a Q8_0 or Q4_0 weight: T tokens (rows a[0 .. T)), y[t * ldy +
+// r] for its 16 rows. Prefetches the lines from pf on up to kStreamPrefetchBytes past each
+// block read, never at or past pf_end (the stream then stops).
+//   Q8_0: 8 groups of 4 values per block; with VNNI the token's block starts at -128 sum(x).
+//   Q4_0: 4 vectors of nibbles per block, vector p holding group p (values 4p ..) in its low
+//         nibbles and group p + 4 (values 16 + 4p ..) in its high ones; the block starts at
+//         -8 sum(x) ((-128 sum(x)) >> 4, exact) on every target.
+template <DType kType, int T>
 HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_blocks,
                               const uint8_t* const* a, const ops::ActLayout& l, float* y,
                               int64_t ldy, const uint8_t*& pf_io, const uint8_t* pf_end) {
     const I16DF df;
     const I16DI di;
     const I16D8 d8;
+    const hn::Repartition<uint16_t, I16D8> d16;
     constexpr size_t L = hn::MaxLanes(I16DF());
+    constexpr size_t kBlock = ops::interleaved_block_bytes(kType);
     // One base pointer per token and byte offsets shared by all of them (block k's values
     // at 32 k, its scale at scale_offset + 4 k, -128 times its sum at corr_offset + 4 k): few
     // registers for addresses, so the tokens' accumulators keep theirs.
@@ -89,8 +109,8 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
     for (size_t h = 0; h < kI16Vecs; ++h)
         for (int t = 0; t < T; ++t) acc[h][t] = hn::Zero(df);
     for (int64_t k = 0; k < n_blocks; ++k) {
-        const uint8_t* b = group + size_t(k) * ops::kInterleavedBlockBytes;
-        const uint8_t* want = b + ops::kInterleavedBlockBytes + kStreamPrefetchBytes;
+        const uint8_t* b = group + size_t(k) * kBlock;
+        const uint8_t* want = b + kBlock + kStreamPrefetchBytes;
         for (; pf < want && pf < pf_end; pf += 64) __builtin_prefetch(pf, 0, 2);  // into L2
         const size_t at_q = size_t(k) * 32;
         const size_t at_d = l.scale_offset + size_t(k) * 4, at_c = l.corr_offset + size_t(k) * 4;
@@ -99,25 +119,34 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
                 df, hn::LoadU(I16DH(), reinterpret_cast<const uint16_t*>(b) + h * L));
             hn::Vec<I16DI> is[T];
             for (int t = 0; t < T; ++t) {
-                if constexpr (kHasVnni) {
-                    int32_t corr;
-                    std::memcpy(&corr, x[t] + at_c, 4);
+                int32_t corr;
+                std::memcpy(&corr, x[t] + at_c, 4);
+                if constexpr (kType == DType::Q4_0) {
+                    is[t] = hn::Set(di, corr >> 4);
+                } else if constexpr (kHasVnni) {
                     is[t] = hn::Set(di, corr);
                 } else {
                     is[t] = hn::Zero(di);
                 }
             }
-            for (size_t j = 0; j < 8; ++j) {
-                auto w =
-                    hn::LoadU(d8, reinterpret_cast<const int8_t*>(b + 32 + 64 * j + h * L * 4));
-                if constexpr (kHasVnni) w = hn::Xor(w, hn::Set(d8, int8_t(-128)));
-                for (int t = 0; t < T; ++t) {
-                    const auto xv = I16Bcast4(reinterpret_cast<const int8_t*>(x[t] + at_q + 4 * j));
-                    if constexpr (kHasVnni) {
-                        is[t] = DotU8I8(di, w, xv, is[t]);
-                    } else {
-                        is[t] = DotI8I8(di, w, xv, is[t]);
+            const uint8_t* q = b + 32 + h * L * 4;
+            if constexpr (kType == DType::Q4_0) {
+                for (size_t p = 0; p < 4; ++p) {
+                    const auto v = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * p));
+                    const auto lo = hn::And(v, hn::Set(d8, int8_t(0x0F)));
+                    const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, v))),
+                                            hn::Set(d8, int8_t(0x0F)));
+                    for (int t = 0; t < T; ++t) {
+                        is[t] = I16Dot<kType>(lo, x[t] + at_q + 4 * p, is[t]);
+                        is[t] = I16Dot<kType>(hi, x[t] + at_q + 16 + 4 * p, is[t]);
                     }
+                }
+            } else {
+                for (size_t j = 0; j < 8; ++j) {
+                    auto w = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * j));
+                    if constexpr (kHasVnni) w = hn::Xor(w, hn::Set(d8, int8_t(-128)));
+                    for (int t = 0; t < T; ++t)
+                        is[t] = I16Dot<kType>(w, x[t] + at_q + 4 * j, is[t]);
                 }
             }
             for (int t = 0; t < T; ++t) {
@@ -134,14 +163,15 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
 }
 
 // T tokens (T <= kI16Tile) over the row group at `group`.
+template <DType kType>
 HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
                               const uint8_t* const* a, const ops::ActLayout& l, float* y,
                               int64_t ldy, const uint8_t*& pf, const uint8_t* pf_end) {
     switch (T) {
-#define TROUPE_I16_CASE(n)                                                    \
-    case n:                                                                   \
-        if constexpr (n <= kI16Tile)                                          \
-            return GemvI16Pass<n>(group, n_blocks, a, l, y, ldy, pf, pf_end); \
+#define TROUPE_I16_CASE(n)                                                           \
+    case n:                                                                          \
+        if constexpr (n <= kI16Tile)                                                 \
+            return GemvI16Pass<kType, n>(group, n_blocks, a, l, y, ldy, pf, pf_end); \
         break;
         TROUPE_I16_CASE(1)
         TROUPE_I16_CASE(2)
@@ -157,7 +187,8 @@ HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
     }
 }
 
-// Rows [o0, o1) (multiples of 16) of an Interleaved16 Q8_0 weight times tokens [t0, t1) of
+// Rows [o0, o1) (multiples of 16) of an Interleaved16 Q8_0 or Q4_0 weight times tokens
+// [t0, t1) of
 // the converted rows `act`: y[t * w.n_out + o]. Prefetching runs ahead of the
 // groups read, from stream.next on (restarted at row o0 when stream.next is not within
 // [row o0, stream.end)), never at or past stream.end (at least row o1), as Gemv32Rows does.
@@ -177,8 +208,14 @@ HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
             for (int i = 0; i < n; ++i) rows[i] = act + size_t(t + i) * l.row_bytes;
             // Only the first pass streams new weights; later ones find the group in L1.
             const uint8_t* pf_end = t == t0 ? stream.end : stream.next;
-            GemvI16Tokens(n, group, l.n_blocks, rows, l, y + t * w.n_out + o, w.n_out, stream.next,
-                          pf_end);
+            float* yo = y + t * w.n_out + o;
+            if (w.type == DType::Q4_0) {
+                GemvI16Tokens<DType::Q4_0>(n, group, l.n_blocks, rows, l, yo, w.n_out, stream.next,
+                                           pf_end);
+            } else {
+                GemvI16Tokens<DType::Q8_0>(n, group, l.n_blocks, rows, l, yo, w.n_out, stream.next,
+                                           pf_end);
+            }
         }
     }
 }

@@ -180,7 +180,7 @@ HWY_INLINE size_t GemmScratchBytes(const ops::Weight& w) {
 template <class Codec>
 HWY_INLINE void GemmOrGemvPacked(const ops::Weight& w, const PackedActs& p, int64_t n_tokens,
                                  int64_t o0, int64_t o1, float* y, uint8_t* scratch) {
-    if constexpr (std::is_same_v<Codec, CodecQ8_0>) {
+    if constexpr (std::is_same_v<Codec, CodecQ8_0> || std::is_same_v<Codec, CodecQ4_0>) {
         if (w.layout == ops::WeightLayout::Interleaved16)
             return GemmInterleaved(w, p, n_tokens, o0, o1, y, scratch);
     }

@@ -30,7 +30,7 @@
 namespace troupe::ops {
 
 // How a weight matrix's rows are stored. Rows: as in the model file, row o at
-// data + o * row_stride. Interleaved16 (Q8_0 only): groups of 16 rows whose blocks are
+// data + o * row_stride. Interleaved16 (Q8_0, Q4_0): groups of 16 rows whose blocks are
 // interleaved so that one vector holds the same 4 inputs of 16 rows (kernels/weight_layout.h,
 // made at load by Model::load); a group still takes 16 * row_stride bytes.
 enum class WeightLayout { Rows, Interleaved16 };

@@ -1,20 +1,23 @@
 // Weight layouts the kernels read besides the file's, and the conversions to and from them.
 //
-// Interleaved16 (Q8_0): the rows in groups of 16, and within a group each 32-value block of
-// the 16 rows stored together, its 16 scales first, then its values in 4-byte groups of all
-// 16 rows. One 64-byte line then holds the same 4 inputs of 16 rows: with rows in the lanes
-// of a vector, a batch of decoded tokens takes one 8-bit dot product per 16 rows and 4 inputs
-// per token (its 4 activation bytes broadcast), with no packing of the activations, no
-// horizontal sums, and each weight vector loaded once for every token of the batch
-// (gemv_interleaved-inl.h). The file layout needs per-token packing and lane shuffles for the
-// same work (gemm-inl.h's pair kernels).
+// Interleaved16 (Q8_0, Q4_0): the rows in groups of 16, and within a group each 32-value
+// block of the 16 rows stored together, its 16 scales first, then its quantised bytes in
+// 4-byte groups of all 16 rows. One 64-byte line then holds the same 4 bytes of 16 rows: with
+// rows in the lanes of a vector, a batch of decoded tokens takes one 8-bit dot product per 16
+// rows and 4 inputs per token (its 4 activation bytes broadcast), with no packing of the
+// activations, no horizontal sums, and each weight vector loaded once for every token of the
+// batch (gemv_interleaved-inl.h). The file layout needs per-token packing and lane shuffles
+// for the same work (gemm-inl.h's pair kernels).
 //
-// For row group G (rows 16 G .. 16 G + 15) and block k of n_blocks = n_in / 32:
-//   data + (G * n_blocks + k) * 544:
-//     bytes [0, 32):    uint16 d[16]     f16 scale of block k of row 16 G + r
-//     bytes [32, 544):  int8 q[8][16][4] q[j][r][b] = value 4 j + b of block k of row 16 G + r
-// 544 bytes = 16 blocks of 34: the matrix takes the file's bytes, and row o's group begins at
-// data + (o / 16) * 16 * row_stride, as row 16 (o / 16) would in the file.
+// For row group G (rows 16 G .. 16 G + 15) and block k of n_blocks = n_in / 32, with B the
+// bytes of one row's block in the file (34 for Q8_0, 18 for Q4_0) and Q = B - 2 its
+// quantised bytes (32: the values; 16: Q4_0's nibbles, byte i holding value i in its low
+// nibble and value i + 16 in its high one):
+//   data + (G * n_blocks + k) * 16 B:
+//     bytes [0, 32):       uint16 d[16]         f16 scale of block k of row 16 G + r
+//     bytes [32, 16 B):    uint8 q[Q / 4][16][4] q[j][r][b] = byte 4 j + b of that block
+// The matrix takes the file's bytes, and row o's group begins at data + (o / 16) * 16 *
+// row_stride, as row 16 (o / 16) would in the file.
 #pragma once
 
 #include <cstddef>
@@ -25,10 +28,14 @@
 namespace troupe::ops {
 
 constexpr int64_t kInterleaveRows = 16;
-constexpr size_t kInterleavedBlockBytes = 544;  // one block of 16 rows: 16 scales + 512 values
 
-// Whether w (in the file layout) can be interleaved: Q8_0, rows packed back to back, and
-// n_out a multiple of 16.
+// Bytes of one block of 16 rows: 16 times the file's block (Q8_0: 544, Q4_0: 288).
+constexpr size_t interleaved_block_bytes(DType type) {
+    return type == DType::Q4_0 ? 288 : 544;
+}
+
+// Whether w (in the file layout) can be interleaved: Q8_0 or Q4_0, rows packed back to back,
+// and n_out a multiple of 16.
 bool can_interleave(const Weight& w);
 
 // Writes w's rows into dst (n_out * row_stride bytes, not overlapping w.data) in the

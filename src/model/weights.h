@@ -62,8 +62,8 @@ struct ModelWeights {
 // hp.n_vocab from the embedding. Throws troupe::Error naming the tensor and the problem.
 ModelWeights load_weights(const GgufFile& f, HParams& hp);
 
-// Copies every matrix that can be interleaved (ops::can_interleave: Q8_0 with whole groups of
-// 16 rows) into w.interleaved_storage in the Interleaved16 layout, points the views there
+// Copies every matrix that can be interleaved (ops::can_interleave: Q8_0 or Q4_0 with whole
+// groups of 16 rows) into w.interleaved_storage in the Interleaved16 layout, points the views there
 // (a tied output follows its embedding) and releases the file's pages of those tensors from
 // the resident set, so the process holds each weight once. The bytes, and the values every
 // kernel computes from them, are the same; batched decode runs on the rows-in-lanes kernel.

@@ -1,5 +1,5 @@
-// The Interleaved16 layout of Q8_0 weights (kernels/weight_layout.h): it holds the file's rows
-// exactly, and every product over it gives the bits of the same product over the file layout
+// The Interleaved16 layout of Q8_0 and Q4_0 weights (kernels/weight_layout.h): it holds the file's
+// rows exactly, and every product over it gives the bits of the same product over the file layout
 // (one canonical order of the float steps), for any number of tokens, on every target, with
 // or without threads, alone or fused with other matrices, and through the region forms.
 #include "kernels/weight_layout.h"
@@ -20,20 +20,22 @@ namespace {
 using test::for_each_target;
 using test::random_floats;
 
-// A Q8_0 matrix from random floats in the file layout, and its interleaved copy.
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0};
+
+// A matrix of `type` from random floats in the file layout, and its interleaved copy.
 struct Pair {
     std::vector<uint8_t> file_bytes, interleaved_bytes;
     ops::Weight file, interleaved;
 };
 
-Pair make_pair(int64_t n_in, int64_t n_out, uint32_t seed) {
+Pair make_pair(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
     Pair p;
-    const size_t rb = row_bytes(DType::Q8_0, n_in);
+    const size_t rb = row_bytes(type, n_in);
     p.file_bytes.resize(rb * size_t(n_out));
     const auto f = random_floats(size_t(n_in * n_out), seed, -1.0f, 1.0f);
     for (int64_t o = 0; o < n_out; ++o)
-        quantize_row(DType::Q8_0, f.data() + o * n_in, p.file_bytes.data() + size_t(o) * rb, n_in);
-    p.file = ops::Weight{DType::Q8_0, n_in, n_out, p.file_bytes.data(), rb};
+        quantize_row(type, f.data() + o * n_in, p.file_bytes.data() + size_t(o) * rb, n_in);
+    p.file = ops::Weight{type, n_in, n_out, p.file_bytes.data(), rb};
     EXPECT_TRUE(ops::can_interleave(p.file));
     p.interleaved_bytes.resize(p.file_bytes.size());
     p.interleaved = ops::interleave(p.file, p.interleaved_bytes.data());
@@ -52,7 +54,7 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
         }
 }
 
-TEST(WeightLayout, OnlyWholeGroupsOfQ8_0RowsInterleave) {
+TEST(WeightLayout, OnlyWholeGroupsOfQ8_0AndQ4_0RowsInterleave) {
     std::vector<uint8_t> bytes(row_bytes(DType::Q8_0, 64) * 48);
     const ops::Weight w{DType::Q8_0, 64, 48, bytes.data(), row_bytes(DType::Q8_0, 64)};
     EXPECT_TRUE(ops::can_interleave(w));
@@ -62,7 +64,12 @@ TEST(WeightLayout, OnlyWholeGroupsOfQ8_0RowsInterleave) {
     ops::Weight q4 = w;
     q4.type = DType::Q4_0;
     q4.row_stride = row_bytes(DType::Q4_0, 64);
-    EXPECT_FALSE(ops::can_interleave(q4));
+    EXPECT_TRUE(ops::can_interleave(q4));
+    ops::Weight k4 = w;
+    k4.type = DType::Q4_K;
+    k4.n_in = 256;
+    k4.row_stride = row_bytes(DType::Q4_K, 256);
+    EXPECT_FALSE(ops::can_interleave(k4));
     ops::Weight strided = w;
     strided.row_stride += 2;
     EXPECT_FALSE(ops::can_interleave(strided));
@@ -73,61 +80,69 @@ TEST(WeightLayout, OnlyWholeGroupsOfQ8_0RowsInterleave) {
 }
 
 TEST(WeightLayout, InterleavedRowsAreTheFileRows) {
-    for (int64_t n_in : {32, 96, 576}) {
-        const Pair p = make_pair(n_in, 48, uint32_t(n_in));
-        std::vector<uint8_t> tmp(p.file.row_stride);
-        for (int64_t o = 0; o < p.file.n_out; ++o) {
-            const uint8_t* row = ops::file_row(p.interleaved, o, tmp.data());
-            ASSERT_EQ(
-                std::memcmp(row, p.file.data + size_t(o) * p.file.row_stride, p.file.row_stride), 0)
-                << "n_in " << n_in << " row " << o;
+    for (DType type : kTypes)
+        for (int64_t n_in : {32, 96, 576}) {
+            SCOPED_TRACE(type_name(type));
+            const Pair p = make_pair(type, n_in, 48, uint32_t(n_in));
+            std::vector<uint8_t> tmp(p.file.row_stride);
+            for (int64_t o = 0; o < p.file.n_out; ++o) {
+                const uint8_t* row = ops::file_row(p.interleaved, o, tmp.data());
+                ASSERT_EQ(std::memcmp(row, p.file.data + size_t(o) * p.file.row_stride,
+                                      p.file.row_stride),
+                          0)
+                    << "n_in " << n_in << " row " << o;
+            }
+            EXPECT_EQ(ops::file_row(p.file, 5, tmp.data()), p.file.data + 5 * p.file.row_stride);
+            // The embedding lookup reads the same values from both layouts.
+            const std::vector<int32_t> ids = {0, 47, 16, 15, 3};
+            std::vector<float> a(ids.size() * size_t(n_in)), b(a.size());
+            ops::get_rows(p.file, ids.data(), int64_t(ids.size()), a.data());
+            ops::get_rows(p.interleaved, ids.data(), int64_t(ids.size()), b.data());
+            EXPECT_EQ(a, b);
         }
-        EXPECT_EQ(ops::file_row(p.file, 5, tmp.data()), p.file.data + 5 * p.file.row_stride);
-        // The embedding lookup reads the same values from both layouts.
-        const std::vector<int32_t> ids = {0, 47, 16, 15, 3};
-        std::vector<float> a(ids.size() * size_t(n_in)), b(a.size());
-        ops::get_rows(p.file, ids.data(), int64_t(ids.size()), a.data());
-        ops::get_rows(p.interleaved, ids.data(), int64_t(ids.size()), b.data());
-        EXPECT_EQ(a, b);
-    }
 }
 
 TEST(WeightLayout, ProductsHaveTheBitsOfTheFileLayout) {
     ThreadPool pool(2);
-    for (int64_t n_in : {32, 64, 288, 576, 1536})
-        for (int64_t n_out : {16, 48, 192}) {
-            const Pair p = make_pair(n_in, n_out, uint32_t(n_in * 3 + n_out));
-            const int64_t max_tokens = 40;
-            const auto x = random_floats(size_t(n_in * max_tokens), uint32_t(n_out), -2.0f, 2.0f);
-            for_each_target([&] {
-                for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33, 40})
-                    for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
-                        std::vector<float> want(size_t(n_out * n_tokens)), got(want.size());
-                        ops::matmul(p.file, x.data(), want.data(), n_tokens, tp);
-                        ops::matmul(p.interleaved, x.data(), got.data(), n_tokens, tp);
-                        expect_same_bits(got, want, n_out,
-                                         "n_in " + std::to_string(n_in) + " n_out " +
-                                             std::to_string(n_out) + " tokens " +
-                                             std::to_string(n_tokens));
-                    }
-            });
-        }
+    for (DType type : kTypes)
+        for (int64_t n_in : {32, 64, 288, 576, 1536})
+            for (int64_t n_out : {16, 48, 192}) {
+                SCOPED_TRACE(type_name(type));
+                const Pair p = make_pair(type, n_in, n_out, uint32_t(n_in * 3 + n_out));
+                const int64_t max_tokens = 40;
+                const auto x =
+                    random_floats(size_t(n_in * max_tokens), uint32_t(n_out), -2.0f, 2.0f);
+                for_each_target([&] {
+                    for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33, 40})
+                        for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+                            std::vector<float> want(size_t(n_out * n_tokens)), got(want.size());
+                            ops::matmul(p.file, x.data(), want.data(), n_tokens, tp);
+                            ops::matmul(p.interleaved, x.data(), got.data(), n_tokens, tp);
+                            expect_same_bits(got, want, n_out,
+                                             "n_in " + std::to_string(n_in) + " n_out " +
+                                                 std::to_string(n_out) + " tokens " +
+                                                 std::to_string(n_tokens));
+                        }
+                });
+            }
 }
 
 TEST(WeightLayout, MatchesTheReference) {
-    const Pair p = make_pair(576, 64, 5);
-    for (int64_t n_tokens : {1, 8, 20}) {
-        const auto x = random_floats(size_t(576 * n_tokens), 6, -2.0f, 2.0f);
-        std::vector<float> want(size_t(64 * n_tokens)), ref_il(want.size()), got(want.size());
-        ops::ref::matmul(p.file, x.data(), want.data(), n_tokens);
-        ops::ref::matmul(p.interleaved, x.data(), ref_il.data(), n_tokens);
-        EXPECT_EQ(ref_il, want);  // the reference reads either layout
-        for_each_target([&] {
-            ops::matmul(p.interleaved, x.data(), got.data(), n_tokens, nullptr);
-            test::expect_near_all(got.data(), want.data(), got.size(), 1e-4f, 1e-5f,
-                                  "interleaved q8_0");
-        });
-    }
+    for (DType type : kTypes)
+        for (int64_t n_tokens : {1, 8, 20}) {
+            SCOPED_TRACE(type_name(type));
+            const Pair p = make_pair(type, 576, 64, 5);
+            const auto x = random_floats(size_t(576 * n_tokens), 6, -2.0f, 2.0f);
+            std::vector<float> want(size_t(64 * n_tokens)), ref_il(want.size()), got(want.size());
+            ops::ref::matmul(p.file, x.data(), want.data(), n_tokens);
+            ops::ref::matmul(p.interleaved, x.data(), ref_il.data(), n_tokens);
+            EXPECT_EQ(ref_il, want);  // the reference reads either layout
+            for_each_target([&] {
+                ops::matmul(p.interleaved, x.data(), got.data(), n_tokens, nullptr);
+                test::expect_near_all(got.data(), want.data(), got.size(), 1e-4f, 1e-5f,
+                                      "interleaved");
+            });
+        }
 }
 
 // Q, K and V in one call: all interleaved (their own kernel), or mixed with a file-layout
@@ -135,39 +150,44 @@ TEST(WeightLayout, MatchesTheReference) {
 TEST(WeightLayout, ManyMatricesAndFusedInputs) {
     ThreadPool pool(2);
     const int64_t n_in = 576;
-    const Pair q = make_pair(n_in, 96, 1), k = make_pair(n_in, 32, 2), v = make_pair(n_in, 32, 3);
-    const auto norm = random_floats(size_t(n_in), 4, 0.5f, 1.5f);
-    for (int64_t n_tokens : {1, 3, 8, 16, 24}) {
-        const auto x = random_floats(size_t(n_in * n_tokens), uint32_t(n_tokens), -2.0f, 2.0f);
-        const auto resid = random_floats(size_t(96 * n_tokens), 7, -1.0f, 1.0f);
-        for (bool mixed : {false, true}) {
-            const ops::Weight file[] = {q.file, k.file, v.file};
-            const ops::Weight il[] = {q.interleaved, mixed ? k.file : k.interleaved, v.interleaved};
-            for_each_target([&] {
-                std::vector<std::vector<float>> want(3), got(3);
-                float* yw[3];
-                float* yg[3];
-                for (int i = 0; i < 3; ++i) {
-                    want[size_t(i)].assign(size_t(file[i].n_out * n_tokens), 0.0f);
-                    got[size_t(i)].assign(want[size_t(i)].size(), 0.0f);
-                    yw[i] = want[size_t(i)].data();
-                    yg[i] = got[size_t(i)].data();
-                }
-                std::vector<float> sum_w = resid, sum_g = resid;
-                float* add_w[3] = {sum_w.data(), nullptr, nullptr};
-                float* add_g[3] = {sum_g.data(), nullptr, nullptr};
-                const ops::MatmulInput in{.x = x.data(), .norm = norm.data(), .eps = 1e-5f};
-                run_region(&pool, [&](Region& r) {
-                    ops::matmul_many(r, file, 3, in, yw, n_tokens, add_w);
-                    ops::matmul_many(r, il, 3, in, yg, n_tokens, add_g);
+    for (DType type : kTypes) {
+        SCOPED_TRACE(type_name(type));
+        const Pair q = make_pair(type, n_in, 96, 1), k = make_pair(type, n_in, 32, 2),
+                   v = make_pair(type, n_in, 32, 3);
+        const auto norm = random_floats(size_t(n_in), 4, 0.5f, 1.5f);
+        for (int64_t n_tokens : {1, 3, 8, 16, 24}) {
+            const auto x = random_floats(size_t(n_in * n_tokens), uint32_t(n_tokens), -2.0f, 2.0f);
+            const auto resid = random_floats(size_t(96 * n_tokens), 7, -1.0f, 1.0f);
+            for (bool mixed : {false, true}) {
+                const ops::Weight file[] = {q.file, k.file, v.file};
+                const ops::Weight il[] = {q.interleaved, mixed ? k.file : k.interleaved,
+                                          v.interleaved};
+                for_each_target([&] {
+                    std::vector<std::vector<float>> want(3), got(3);
+                    float* yw[3];
+                    float* yg[3];
+                    for (int i = 0; i < 3; ++i) {
+                        want[size_t(i)].assign(size_t(file[i].n_out * n_tokens), 0.0f);
+                        got[size_t(i)].assign(want[size_t(i)].size(), 0.0f);
+                        yw[i] = want[size_t(i)].data();
+                        yg[i] = got[size_t(i)].data();
+                    }
+                    std::vector<float> sum_w = resid, sum_g = resid;
+                    float* add_w[3] = {sum_w.data(), nullptr, nullptr};
+                    float* add_g[3] = {sum_g.data(), nullptr, nullptr};
+                    const ops::MatmulInput in{.x = x.data(), .norm = norm.data(), .eps = 1e-5f};
+                    run_region(&pool, [&](Region& r) {
+                        ops::matmul_many(r, file, 3, in, yw, n_tokens, add_w);
+                        ops::matmul_many(r, il, 3, in, yg, n_tokens, add_g);
+                    });
+                    for (int i = 0; i < 3; ++i)
+                        expect_same_bits(got[size_t(i)], want[size_t(i)], file[i].n_out,
+                                         std::string(mixed ? "mixed" : "all interleaved") +
+                                             ", matrix " + std::to_string(i) + ", tokens " +
+                                             std::to_string(n_tokens));
+                    expect_same_bits(sum_g, sum_w, 96, "residual");
                 });
-                for (int i = 0; i < 3; ++i)
-                    expect_same_bits(got[size_t(i)], want[size_t(i)], file[i].n_out,
-                                     std::string(mixed ? "mixed" : "all interleaved") +
-                                         ", matrix " + std::to_string(i) + ", tokens " +
-                                         std::to_string(n_tokens));
-                expect_same_bits(sum_g, sum_w, 96, "residual");
-            });
+            }
         }
     }
 }

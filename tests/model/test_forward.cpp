@@ -177,10 +177,7 @@ TEST(Forward, BatchedDecodeGivesTheBitsOfDecodeAlone) {
     EXPECT_GE(n_models, 1);
 }
 
-// The Q8_0 matrices interleaved at load (the default) give every logit and every K/V value
-// of the file's layout bit for bit: prefills, a single decode and a batch of decodes.
-TEST(Forward, InterleavedWeightsGiveTheBitsOfTheFileLayout) {
-    const std::string path = std::string(TROUPE_SOURCE_DIR) + "/models/troupe-tiny-q8_0.gguf";
+void check_interleaved_model(const std::string& path) {
     const auto file_layout = Model::load(path, {.interleave_weights = false});
     const auto interleaved = Model::load(path);
     EXPECT_EQ(file_layout->weights().interleaved_bytes, 0u);
@@ -210,6 +207,18 @@ TEST(Forward, InterleavedWeightsGiveTheBitsOfTheFileLayout) {
     }
     // The decodes read every layer's stored K/V: equal logits mean equal caches too.
     EXPECT_TRUE(same_bits(logits[1], logits[0]));
+}
+
+// The Q8_0 and Q4_0 matrices interleaved at load (the default) give every logit and every
+// K/V value of the file's layout bit for bit: prefills, a single decode and a batch of
+// decodes.
+TEST(Forward, InterleavedWeightsGiveTheBitsOfTheFileLayout) {
+    for (const char* file : {"troupe-tiny-q8_0.gguf", "troupe-tiny-q4_0.gguf"}) {
+        const std::string path = test::find_model(file);
+        if (path.empty()) continue;  // only the Q8_0 model is in the repository
+        SCOPED_TRACE(file);
+        check_interleaved_model(path);
+    }
 }
 
 }  // namespace

@@ -65,8 +65,8 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
     return v;
 }
 
-// A weight type as the benchmark measures it: the file's layout, or Q8_0 interleaved
-// (kernels/weight_layout.h, named "q8_0i" here) as Model::load makes it.
+// A weight type as the benchmark measures it: the file's layout, or Q8_0 / Q4_0 interleaved
+// (kernels/weight_layout.h, named "q8_0i" / "q4_0i" here) as Model::load makes them.
 struct BenchType {
     DType type;
     bool interleaved;
@@ -133,8 +133,8 @@ constexpr Shape kShapes[] = {{"576x576", 576, 576},
                              {"1536x576", 1536, 576},
                              {"32000x576", 32000, 576}};
 
-const char* kDefaultTypes[] = {"q8_0", "q8_0i", "q4_0", "q4_k", "q6_k", "f16",
-                               "bf16", "f32",   "q5_0", "q4_1", "q5_1", "q5_k"};
+const char* kDefaultTypes[] = {"q8_0", "q8_0i", "q4_0", "q4_0i", "q4_k", "q6_k", "f16",
+                               "bf16", "f32",   "q5_0", "q4_1",  "q5_1", "q5_k"};
 
 bool fits(const BenchType& t, int64_t n_in, int64_t n_out) {
     return n_in % traits(t.type).block_size == 0 &&
@@ -420,9 +420,9 @@ void run_kernel_bench(const KernelBenchOptions& o) {
          o.types.empty()
              ? std::vector<std::string>(std::begin(kDefaultTypes), std::end(kDefaultTypes))
              : o.types) {
-        const bool interleaved = name == "q8_0i";
-        const auto t = interleaved ? std::optional<DType>(DType::Q8_0) : type_from_name(name);
-        if (!t) throw Error("unknown weight type: " + name + " (q8_0i: Q8_0 interleaved)");
+        const bool interleaved = name == "q8_0i" || name == "q4_0i";
+        const auto t = type_from_name(interleaved ? name.substr(0, name.size() - 1) : name);
+        if (!t) throw Error("unknown weight type: " + name + " (q8_0i, q4_0i: interleaved)");
         act_type(*t);  // throws for types without compute
         types.push_back({*t, interleaved, name});
     }
