@@ -230,8 +230,8 @@ void first_blocks_of(const KvLayerView& kv, const AttentionPlan::Task& t, Prefet
     const int32_t last = std::min(t.k1, (t.k0 / chunk + 1) * chunk) - 1;
     for (int32_t b = t.k0 / kv.block_size;
          b <= last / kv.block_size && runs.n + 2 <= PrefetchRuns::kMaxRuns; ++b) {
-        const size_t at = size_t(t.block_table[b]) * kv.block_stride +
-                          size_t(t.kv_head) * kv.head_stride;
+        const size_t at =
+            kv_block_offset(kv, t.block_table[b]) + size_t(t.kv_head) * kv.head_stride;
         runs.run[runs.n++] = kv.k + at;
         runs.run[runs.n++] = kv.v + at;
     }
@@ -499,7 +499,7 @@ void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* 
         const int32_t block = block_table[pos[r] / kv.block_size];
         const size_t slot = size_t(pos[r] % kv.block_size);
         for (int h = 0; h < kv.n_kv_head; ++h) {
-            const size_t at = size_t(block) * kv.block_stride + size_t(h) * kv.head_stride;
+            const size_t at = kv_block_offset(kv, block) + size_t(h) * kv.head_stride;
             store(kv.type, k + r * row + h * kv.head_dim, kv.k + at + slot * elem, kv.head_dim,
                   size_t(kv.block_size));
             store(kv.type, v + r * row + h * kv.head_dim,
@@ -515,7 +515,7 @@ void prefetch_kv_store(const KvLayerView& kv, const int32_t* block_table, const 
         const int32_t block = block_table[pos[r] / kv.block_size];
         const size_t slot = size_t(pos[r] % kv.block_size);
         for (int h = 0; h < kv.n_kv_head; ++h) {
-            const size_t at = size_t(block) * kv.block_stride + size_t(h) * kv.head_stride;
+            const size_t at = kv_block_offset(kv, block) + size_t(h) * kv.head_stride;
             const uint8_t* k = kv.k + at + slot * elem;
             const size_t k_step = size_t(kv.block_size) * elem;  // between dimensions
             uintptr_t last = ~uintptr_t(0);

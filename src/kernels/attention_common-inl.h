@@ -154,7 +154,7 @@ struct KeyStep {
 // some misses to find a run. L2, not L1: a task's queries, states and sums of exponentials
 // already fill most of L1.
 HWY_INLINE void PrefetchKvBlock(const ops::KvLayerView& kv, int32_t block, int head) {
-    const size_t at = size_t(block) * kv.block_stride + size_t(head) * kv.head_stride;
+    const size_t at = ops::kv_block_offset(kv, block) + size_t(head) * kv.head_stride;
     const size_t bytes =
         size_t(kv.block_size) * size_t(kv.head_dim) * (kv.type == DType::F16 ? 2 : 4);
     for (size_t o = 0; o < bytes; o += 64) {
@@ -173,7 +173,7 @@ HWY_INLINE void ForEachKeyStep(const ops::KvLayerView& kv, int head, const int32
     const size_t N = hn::Lanes(AF());
     const size_t hd = size_t(kv.head_dim);
     const auto block_base = [&](const uint8_t* base, int32_t b) {
-        return base + size_t(block_table[b]) * kv.block_stride + size_t(head) * kv.head_stride;
+        return base + ops::kv_block_offset(kv, block_table[b]) + size_t(head) * kv.head_stride;
     };
     const int32_t last_block = (end - 1) / bs;
     int32_t prefetched = k0 / bs;  // blocks < prefetched are requested (the first step's too:

@@ -149,8 +149,10 @@ int64_t argmax(const float* x, int64_t n);
 
 // One layer of the paged KV cache as the attention kernel sees it. Within a block a kv head's
 // K is stored transposed, V by rows: for (physical block b, kv head h, slot s), element d of
-//   K is at k + b * block_stride + h * head_stride + (d * block_size + s) * elem_size,
-//   V is at v + b * block_stride + h * head_stride + (s * head_dim + d) * elem_size.
+//   K is at k + kv_block_offset(b) + h * head_stride + (d * block_size + s) * elem_size,
+//   V is at v + kv_block_offset(b) + h * head_stride + (s * head_dim + d) * elem_size,
+// where blocks come in chunks of 2^chunk_shift: kv_block_offset(b) = (b >> chunk_shift) *
+// chunk_stride + (b & (2^chunk_shift - 1)) * block_stride (chunk_shift 31: one chunk).
 // (Dimension d of consecutive keys is contiguous: the kernel multiplies a query element into
 // a vector of keys, one FMA chain per key and no horizontal sums.)
 struct KvLayerView {
@@ -159,10 +161,19 @@ struct KvLayerView {
     uint8_t* v = nullptr;
     size_t block_stride = 0;  // bytes
     size_t head_stride = 0;   // bytes
+    int chunk_shift = 31;     // blocks per chunk: 2^chunk_shift
+    size_t chunk_stride = 0;  // bytes between chunks
     int block_size = 16;      // tokens per block
     int head_dim = 0;
     int n_kv_head = 0;
 };
+
+// Bytes from the view's k (or v) to physical block b's pieces (of kv head 0).
+inline size_t kv_block_offset(const KvLayerView& kv, int32_t b) {
+    const uint32_t u = uint32_t(b);
+    return size_t(u >> kv.chunk_shift) * kv.chunk_stride +
+           size_t(u & ((uint32_t(1) << kv.chunk_shift) - 1)) * kv.block_stride;
+}
 
 // Writes K and V of n rows at positions pos[r] of one sequence, through its block table
 // (position p lives in block block_table[p / block_size], slot p % block_size).

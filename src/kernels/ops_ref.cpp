@@ -153,7 +153,7 @@ uint8_t* kv_slot(const KvLayerView& kv, uint8_t* base, const int32_t* block_tabl
     const size_t elem = kv.type == DType::F16 ? 2 : 4;
     const int32_t block = block_table[pos / kv.block_size];
     const size_t slot = size_t(pos % kv.block_size);
-    return base + size_t(block) * kv.block_stride + size_t(head) * kv.head_stride +
+    return base + kv_block_offset(kv, block) + size_t(head) * kv.head_stride +
            slot * slot_elems * elem;
 }
 

@@ -98,19 +98,21 @@ KvStorage::KvStorage(const KvGeometry& geometry, int n_blocks) : geometry_(geome
     bytes_per_block_ = geometry_.bytes_per_block();
     if (bytes_per_block_ > std::numeric_limits<size_t>::max() / size_t(n_blocks))
         throw Error("kv cache: size overflows");
-    const size_t bytes = size_bytes();
+    // Whole chunks (the last one's spare blocks are never written, so never resident).
+    const size_t n_chunks = (size_t(n_blocks) + kChunkBlocks - 1) / kChunkBlocks;
+    const size_t bytes = n_chunks * kChunkBlocks * bytes_per_block_;
     const std::string failed = "kv cache: cannot allocate " + std::to_string(bytes >> 20) +
                                " MiB for " + std::to_string(n_blocks) + " blocks";
 #ifdef TROUPE_KV_MMAP
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw Error(failed);
-#if defined(MADV_NOHUGEPAGE)
-    madvise(p, bytes, MADV_NOHUGEPAGE);  // a hint: see the header
+#if defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE);  // a hint: see the header
 #endif
     data_ = static_cast<uint8_t*>(p);
     mapped_bytes_ = bytes;
 #else
-    data_ = static_cast<uint8_t*>(std::calloc(size_t(n_blocks), bytes_per_block_));
+    data_ = static_cast<uint8_t*>(std::calloc(n_chunks * kChunkBlocks, bytes_per_block_));
     if (!data_) throw Error(failed);
 #endif
 }
@@ -152,13 +154,15 @@ KvStorage& KvStorage::operator=(KvStorage&& other) noexcept {
 ops::KvLayerView KvStorage::layer_view(int layer) const {
     TROUPE_CHECK(data_ && layer >= 0 && layer < geometry_.n_layer);
     const size_t hb = geometry_.head_bytes();
-    const size_t array = size_t(n_blocks_) * hb;  // one piece of every block
+    const size_t run = size_t(kChunkBlocks) * hb;  // one piece of every block of a chunk
     ops::KvLayerView view;
     view.type = geometry_.type;
-    view.k = data_ + size_t(2 * layer) * size_t(geometry_.n_kv_head) * array;
-    view.v = view.k + size_t(geometry_.n_kv_head) * array;
+    view.k = data_ + size_t(2 * layer) * size_t(geometry_.n_kv_head) * run;
+    view.v = view.k + size_t(geometry_.n_kv_head) * run;
     view.block_stride = hb;
-    view.head_stride = array;
+    view.head_stride = run;
+    view.chunk_shift = kChunkShift;
+    view.chunk_stride = size_t(kChunkBlocks) * bytes_per_block_;
     view.block_size = geometry_.block_size;
     view.head_dim = geometry_.head_dim;
     view.n_kv_head = geometry_.n_kv_head;
@@ -175,7 +179,10 @@ void KvStorage::copy_block(int src, int dst) {
 uint8_t* KvStorage::piece(int block, int i) {
     TROUPE_CHECK(data_ && block >= 0 && block < n_blocks_ && i >= 0 &&
                  i < geometry_.pieces_per_block());
-    return data_ + (size_t(i) * size_t(n_blocks_) + size_t(block)) * geometry_.head_bytes();
+    const size_t chunk = size_t(block) >> kChunkShift,
+                 in_chunk = size_t(block) & (kChunkBlocks - 1);
+    return data_ + chunk * size_t(kChunkBlocks) * bytes_per_block_ +
+           (size_t(i) * kChunkBlocks + in_chunk) * geometry_.head_bytes();
 }
 
 const uint8_t* KvStorage::piece(int block, int i) const {

@@ -1,26 +1,32 @@
 // The bytes of the paged KV cache: n_blocks blocks of block_size token slots, each with K and
 // V for every layer.
 //
-// Layout, per layer and kv head: [layer][K | V][kv_head][block][...] of `type` (F16 or F32),
-// where one block's K of one kv head is [head_dim][slot] (transposed: the attention kernel
-// reads dimension d of consecutive keys as one vector) and its V is [slot][head_dim]. So the
-// K (and the V) of one layer and kv head is one array over the blocks: a sequence whose
-// blocks were allocated together reads it as one run, which the hardware prefetcher follows.
-// Against the block-major layout this replaced ([block][layer][K | V][kv_head][...]: one kv
-// head's 2 KiB runs 360 KiB apart for the 135M model) cold decode attention is 15-25% faster
-// and decode after a 1,478-token prompt 20-30% (src/kernels/README.md, Attention, Layout).
-// layer_view() hands the attention kernel (kernels/ops.h) exactly this addressing, with
-// piece = (2 * l + kv) * n_kv_head + h (kv: 0 for K, 1 for V) and
-//   head_bytes = block_size * head_dim * elem:
+// Layout: blocks in chunks of kChunkBlocks; per chunk, per layer and kv head:
+// [chunk][layer][K | V][kv_head][block of the chunk][...] of `type` (F16 or F32), where one
+// block's K of one kv head is [head_dim][slot] (transposed: the attention kernel reads
+// dimension d of consecutive keys as one vector) and its V is [slot][head_dim]. So the K (and
+// the V) of one layer and kv head is one run of kChunkBlocks blocks: a sequence whose blocks
+// were allocated together reads 16 blocks (256 tokens) as one run, which the hardware
+// prefetcher follows. Against the block-major layout before these runs ([block][layer][K |
+// V][kv_head][...]: one kv head's 2 KiB runs 360 KiB apart for the 135M model) cold decode
+// attention is 15-25% faster and decode after a 1,478-token prompt 20-30%
+// (src/kernels/README.md, Attention, Layout). layer_view() hands the attention kernel
+// (kernels/ops.h) exactly this addressing, with piece = (2 * l + kv) * n_kv_head + h (kv: 0
+// for K, 1 for V), head_bytes = block_size * head_dim * elem and C = kChunkBlocks:
 //   element d of K of (block b, kv head h, slot s) of layer l =
-//     base + (piece * n_blocks + b) * head_bytes + (d * block_size + s) * elem
-//   of V: base + (piece * n_blocks + b) * head_bytes + (s * head_dim + d) * elem.
+//     base + (b / C) * C * block_bytes + (piece * C + b % C) * head_bytes
+//          + (d * block_size + s) * elem
+//   of V: the same with (s * head_dim + d) * elem.
 // A block is therefore 2 * n_layer * n_kv_head pieces of head_bytes (copy_block copies each).
 //
 // The buffer is an anonymous mapping zero-filled lazily by the OS: pages are only resident
-// once written, so resident memory grows with the blocks written so far, not with the
-// budget. Transparent huge pages are refused for it on Linux: one written block touches
-// every layer's arrays, and 2 MiB pages there would make ~2 MiB resident per piece.
+// once written, so resident memory grows with the blocks written so far (a chunk at a time
+// at most), not with the budget. It asks for transparent huge pages (2 MiB): a decode step
+// reads every layer's K/V of every sequence, thousands of 4 KiB pages, and their TLB misses
+// cost single-sequence attention 10-16%. The chunks keep that from making every piece's
+// array resident: a 2 MiB page holds one chunk's runs of many arrays, so its first write
+// makes resident what the next blocks of the chunk will use anyway. (With the arrays over all
+// blocks, each of the 180 arrays of the 135M model would have kept 2 MiB resident.)
 //
 // Thread-safety: none of the methods mutate shared state except copy_block(); distinct blocks
 // may be written concurrently through views (that is how the forward pass uses it).
@@ -63,6 +69,10 @@ uint64_t default_kv_budget_bytes();  // for this machine (util/sysinfo.h)
 
 class KvStorage {
   public:
+    // Blocks per chunk of the layout (a power of two).
+    static constexpr int kChunkShift = 4;
+    static constexpr int kChunkBlocks = 1 << kChunkShift;
+
     // Allocates n_blocks blocks. Throws troupe::Error on a bad geometry, n_blocks < 1, or when
     // the allocation fails.
     KvStorage(const KvGeometry& geometry, int n_blocks);

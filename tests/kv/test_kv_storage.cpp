@@ -74,11 +74,12 @@ TEST(KvStorage, DefaultBudget) {
 
 // Writes every value through the addressing the attention kernel uses (ops::KvLayerView's
 // contract in kernels/ops.h) and finds it where the documented layout puts it:
-// [block][layer][K|V][kv_head][slot][head_dim].
+// [chunk][layer][K|V][kv_head][block of the chunk][...], blocks of three chunks.
 void check_layout(DType type) {
     const KvGeometry g = small_geometry(type);
-    KvStorage kv(g, 5);
-    const std::vector<int32_t> block_table = {3, 1, 4};  // positions 0..11
+    KvStorage kv(g, 2 * KvStorage::kChunkBlocks + 5);
+    constexpr int C = KvStorage::kChunkBlocks;
+    const std::vector<int32_t> block_table = {3, C + 1, 2 * C + 4};  // positions 0..11
     const size_t elem = type == DType::F16 ? 2 : 4;
     auto value = [&](int layer, int kv_index, int pos, int head, int d) {
         return float(layer * 600 + kv_index * 300 + pos * 20 + head * 8 + d);  // exact in f16
@@ -111,7 +112,8 @@ void check_layout(DType type) {
             const size_t block = size_t(block_table[size_t(p / view.block_size)]);
             const size_t slot = size_t(p % view.block_size);
             for (int h = 0; h < view.n_kv_head; ++h) {
-                const size_t head = block * view.block_stride + size_t(h) * view.head_stride;
+                const size_t head =
+                    ops::kv_block_offset(view, int32_t(block)) + size_t(h) * view.head_stride;
                 for (int d = 0; d < view.head_dim; ++d) {
                     // K transposed within the block, V by rows (ops::KvLayerView).
                     write(view.k + head + (size_t(d) * size_t(view.block_size) + slot) * elem,
@@ -123,7 +125,7 @@ void check_layout(DType type) {
         }
     }
     // The header's addressing, from the buffer's base: piece (2 * layer + kv) * n_kv_head + h
-    // is one array over the blocks.
+    // is one run over the blocks of each chunk.
     const uint8_t* base = kv.piece(0, 0);
     const size_t hb = g.head_bytes();
     for (int p = 0; p < 12; ++p) {
@@ -134,7 +136,8 @@ void check_layout(DType type) {
                 for (int h = 0; h < g.n_kv_head; ++h) {
                     const size_t piece =
                         (size_t(layer) * 2 + size_t(kvi)) * size_t(g.n_kv_head) + size_t(h);
-                    const uint8_t* run = base + (piece * size_t(kv.n_blocks()) + block) * hb;
+                    const uint8_t* run =
+                        base + block / C * C * kv.bytes_per_block() + (piece * C + block % C) * hb;
                     ASSERT_EQ(run, kv.piece(int(block), int(piece)));
                     for (int d = 0; d < g.head_dim; ++d) {
                         const size_t index = kvi == 0 ? size_t(d) * size_t(g.block_size) + slot
