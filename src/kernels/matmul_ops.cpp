@@ -160,6 +160,18 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
 // the matrix-matrix kernel, which reads those weights as well.
 constexpr int64_t kMaxInterleavedTokens = 16;
 
+// One step converting the input rows into act ([n_tokens, l.row_bytes]), a token per task.
+void convert_tokens(Region& r, const MatmulInput& in, const ActLayout& l, int64_t n_tokens,
+                    uint8_t* act) {
+    r.for_each(n_tokens, [&](int64_t t) {
+        float* tmp = transforms(in)
+                         ? static_cast<float*>(r.thread_scratch(size_t(l.n_in) * sizeof(float)))
+                         : nullptr;
+        kern::quantize_act_rows(input_rows(in, l.n_in, t, t + 1, tmp), 0, 1,
+                                act + size_t(t) * l.row_bytes, l);
+    });
+}
+
 // How a matmul_many call runs: each matrix on its own (mixed types, or no SIMD kernel),
 // matrix-matrix (packed activations) or streamed rows (matrix-vector, and interleaved weights
 // up to kMaxInterleavedTokens), and the task split. Rows with shared_act: the tokens are
@@ -275,13 +287,7 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
     if (n_vecs < r.size() && n_tokens > 1) {
         // Fewer vectors of tokens than participants (batched decode): the tokens are converted
         // one per task, then packed; one step for both would leave all but one idle.
-        r.for_each(n_tokens, [&](int64_t t) {
-            float* tmp = transforms(in)
-                             ? static_cast<float*>(r.thread_scratch(size_t(l.n_in) * sizeof(float)))
-                             : nullptr;
-            kern::quantize_act_rows(input_rows(in, l.n_in, t, t + 1, tmp), 0, 1,
-                                    act + size_t(t) * l.row_bytes, l);
-        });
+        convert_tokens(r, in, l, n_tokens, act);
         r.set_phase("pack");
         r.for_each(n_vecs, [&](int64_t tv) {
             kern::quantize_and_pack(pair_types, nullptr, l, tv, n_tokens, act, packed);
@@ -331,13 +337,7 @@ void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
         const auto mine = weight_share(r, ws, n, plan);
         r.prefetch_next(mine.first, mine.second);
         r.set_phase("convert");
-        r.for_each(n_tokens, [&](int64_t t) {
-            float* tmp = transforms(in)
-                             ? static_cast<float*>(r.thread_scratch(size_t(l.n_in) * sizeof(float)))
-                             : nullptr;
-            kern::quantize_act_rows(input_rows(in, l.n_in, t, t + 1, tmp), 0, 1,
-                                    act + size_t(t) * l.row_bytes, l);
-        });
+        convert_tokens(r, in, l, n_tokens, act);
         r.set_phase(nullptr);
         r.prefetch_next(next.first, next.second);
     }
