@@ -14,9 +14,10 @@
 // the exact integer dot product of block k; so a token's outputs are bit-identical to those
 // of the file layout's kernels, alone or in any batch.
 //
-// Integer sums: with VNNI the weights are made unsigned (w + 128, an XOR per weight vector,
-// shared by the tokens) and the activations stay signed, so each token's block starts at
-// -128 sum(x) (stored with the activation row); elsewhere |w| times sign(x, w) (DotI8I8).
+// Integer sums (the activations stay signed): Q8_0 with VNNI makes the weights unsigned
+// (w + 128, an XOR per weight vector, shared by the tokens), so each token's block starts at
+// -128 sum(x) (stored with the activation row), elsewhere |w| times sign(x, w) (DotI8I8);
+// Q4_0's levels q = w + 8 are unsigned as stored, and its blocks start at -8 sum(x).
 #if defined(TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_
 #undef TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_
