@@ -488,48 +488,85 @@ void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int 
                      scale, pool);
 }
 
-void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
-              const float* v, int64_t n) {
+// Runs fn(h, d0, d1) for the pieces of kv heads that columns [c0, c1) cover: dimensions
+// [d0, d1) of head h.
+template <class F>
+void for_each_head_piece(const KvLayerView& kv, int c0, int c1, F&& fn) {
+    for (int c = c0; c < c1;) {
+        const int h = c / kv.head_dim, d0 = c % kv.head_dim;
+        const int d1 = std::min(kv.head_dim, d0 + (c1 - c));
+        fn(h, d0, d1);
+        c += d1 - d0;
+    }
+}
+
+void kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1, const int32_t* block_table,
+                   const int32_t* pos, const float* src, int64_t n) {
     TROUPE_CHECK(kv.type == DType::F16 || kv.type == DType::F32);
-    if (!HWY_DYNAMIC_DISPATCH(AttnHasKernel)()) return ref::kv_store(kv, block_table, pos, k, v, n);
+    const int row = kv.n_kv_head * kv.head_dim;
+    TROUPE_CHECK(0 <= c0 && c0 <= c1 && c1 <= row);
+    if (!HWY_DYNAMIC_DISPATCH(AttnHasKernel)())
+        return ref::kv_store_cols(kv, values, c0, c1, block_table, pos, src, n);
     const auto store = HWY_DYNAMIC_DISPATCH(KvStoreVector);
     const size_t elem = kv.type == DType::F16 ? 2 : 4;
-    const int row = kv.n_kv_head * kv.head_dim;
+    uint8_t* base = values ? kv.v : kv.k;
     for (int64_t r = 0; r < n; ++r) {
         const int32_t block = block_table[pos[r] / kv.block_size];
         const size_t slot = size_t(pos[r] % kv.block_size);
-        for (int h = 0; h < kv.n_kv_head; ++h) {
-            const size_t at = kv_block_offset(kv, block) + size_t(h) * kv.head_stride;
-            store(kv.type, k + r * row + h * kv.head_dim, kv.k + at + slot * elem, kv.head_dim,
-                  size_t(kv.block_size));
-            store(kv.type, v + r * row + h * kv.head_dim,
-                  kv.v + at + slot * size_t(kv.head_dim) * elem, kv.head_dim, 1);
-        }
+        for_each_head_piece(kv, c0, c1, [&](int h, int d0, int d1) {
+            uint8_t* at = base + kv_block_offset(kv, block) + size_t(h) * kv.head_stride;
+            const float* x = src + r * row + h * kv.head_dim + d0;
+            if (values) {
+                store(kv.type, x, at + (slot * size_t(kv.head_dim) + size_t(d0)) * elem, d1 - d0,
+                      1);
+            } else {  // transposed: dimension d of the slot, block_size elements apart
+                store(kv.type, x, at + (size_t(d0) * size_t(kv.block_size) + slot) * elem,
+                      d1 - d0, size_t(kv.block_size));
+            }
+        });
+    }
+}
+
+void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
+              const float* v, int64_t n) {
+    const int row = kv.n_kv_head * kv.head_dim;
+    kv_store_cols(kv, false, 0, row, block_table, pos, k, n);
+    kv_store_cols(kv, true, 0, row, block_table, pos, v, n);
+}
+
+void prefetch_kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1,
+                            const int32_t* block_table, const int32_t* pos, int64_t n) {
+    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    for (int64_t r = 0; r < n; ++r) {
+        const int32_t block = block_table[pos[r] / kv.block_size];
+        const size_t slot = size_t(pos[r] % kv.block_size);
+        for_each_head_piece(kv, c0, c1, [&](int h, int d0, int d1) {
+            const uint8_t* at =
+                (values ? kv.v : kv.k) + kv_block_offset(kv, block) + size_t(h) * kv.head_stride;
+            if (values) {
+                const uint8_t* v = at + (slot * size_t(kv.head_dim) + size_t(d0)) * elem;
+                const size_t bytes = size_t(d1 - d0) * elem;
+                for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(v + o, 1, 3);
+                __builtin_prefetch(v + bytes - 1, 1, 3);
+                return;
+            }
+            const uint8_t* k = at + slot * elem;
+            const size_t k_step = size_t(kv.block_size) * elem;  // between dimensions
+            uintptr_t last = ~uintptr_t(0);
+            for (int d = d0; d < d1; ++d) {
+                const uintptr_t line = reinterpret_cast<uintptr_t>(k + size_t(d) * k_step) / 64;
+                if (line != last) __builtin_prefetch(k + size_t(d) * k_step, 1, 3);
+                last = line;
+            }
+        });
     }
 }
 
 void prefetch_kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
                        int64_t n) {
-    const size_t elem = kv.type == DType::F16 ? 2 : 4;
-    for (int64_t r = 0; r < n; ++r) {
-        const int32_t block = block_table[pos[r] / kv.block_size];
-        const size_t slot = size_t(pos[r] % kv.block_size);
-        for (int h = 0; h < kv.n_kv_head; ++h) {
-            const size_t at = kv_block_offset(kv, block) + size_t(h) * kv.head_stride;
-            const uint8_t* k = kv.k + at + slot * elem;
-            const size_t k_step = size_t(kv.block_size) * elem;  // between dimensions
-            uintptr_t last = ~uintptr_t(0);
-            for (int d = 0; d < kv.head_dim; ++d) {
-                const uintptr_t line = reinterpret_cast<uintptr_t>(k + size_t(d) * k_step) / 64;
-                if (line != last) __builtin_prefetch(k + size_t(d) * k_step, 1, 3);
-                last = line;
-            }
-            const uint8_t* v = kv.v + at + slot * size_t(kv.head_dim) * elem;
-            for (size_t o = 0; o < size_t(kv.head_dim) * elem; o += 64)
-                __builtin_prefetch(v + o, 1, 3);
-            __builtin_prefetch(v + size_t(kv.head_dim) * elem - 1, 1, 3);
-        }
-    }
+    const int row = kv.n_kv_head * kv.head_dim;
+    prefetch_kv_store_cols(kv, false, 0, row, block_table, pos, n);
+    prefetch_kv_store_cols(kv, true, 0, row, block_table, pos, n);
 }
 
 void kv_store(Region& r, const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,

@@ -7,6 +7,7 @@
 #define TROUPE_KERNELS_ELEMENTWISE_INL_H_
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -138,6 +139,25 @@ void RopeRow(float* x, int n_heads, int head_dim, int n_rot, bool neox, const fl
     }
     for (int h = 0; h < n_heads; ++h)
         RopeNormHead(x + size_t(h) * head_dim, cdup, sdup, size_t(n_rot));
+}
+
+// Columns [c0, c1) of one row of heads: RopeRow's arithmetic on those columns only (Norm: c0
+// and c1 even; Neox: whole heads). pairs: the row's [cdup (n_rot), sdup (n_rot)], what
+// RopeRow builds in its scratch.
+void RopeCols(float* x, int64_t c0, int64_t c1, int head_dim, int n_rot, bool neox,
+              const float* cs, const float* sn, const float* pairs) {
+    for (int64_t c = c0; c < c1;) {
+        const int64_t h = c / head_dim, d0 = c % head_dim;
+        const int64_t d1 = std::min<int64_t>(head_dim, d0 + (c1 - c));
+        float* v = x + h * head_dim;
+        if (neox) {
+            RopeNeoxHead(v, cs, sn, size_t(n_rot / 2));
+        } else if (d0 < n_rot) {
+            const int64_t e = std::min<int64_t>(d1, n_rot);
+            RopeNormHead(v + d0, pairs + d0, pairs + n_rot + d0, size_t(e - d0));
+        }
+        c += d1 - d0;
+    }
 }
 
 // out[i] = gate[i] / (1 + exp(-gate[i])) * up[i].   out may alias gate.

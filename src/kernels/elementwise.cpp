@@ -20,6 +20,7 @@
 namespace troupe {
 HWY_EXPORT(RmsNorm);
 HWY_EXPORT(RopeRow);
+HWY_EXPORT(RopeCols);
 HWY_EXPORT(Swiglu);
 HWY_EXPORT(AddInplace);
 HWY_EXPORT(Softmax);
@@ -52,6 +53,34 @@ void rope_apply(float* x, const float* table, int64_t n_rows, int n_heads, int h
         kernel(x + r * n_heads * head_dim, n_heads, head_dim, p.n_rot, p.mode == RopeMode::Neox, cs,
                cs + half, scratch);
     }
+}
+
+void rope_pair_table(const float* table, int64_t n_rows, const RopeParams& p, float* pairs) {
+    TROUPE_CHECK(p.n_rot > 0 && p.n_rot % 2 == 0);
+    if (p.mode == RopeMode::Neox) return;
+    const int half = p.n_rot / 2;
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const float* cs = table + r * p.n_rot;
+        const float* sn = cs + half;
+        float* cdup = pairs + r * 2 * p.n_rot;
+        float* sdup = cdup + p.n_rot;
+        for (int i = 0; i < half; ++i) {  // as RopeRow's scratch
+            cdup[2 * i] = cdup[2 * i + 1] = cs[i];
+            sdup[2 * i] = -sn[i];
+            sdup[2 * i + 1] = sn[i];
+        }
+    }
+}
+
+void rope_apply_cols(float* x, int64_t c0, int64_t c1, const float* table, const float* pairs,
+                     int head_dim, const RopeParams& p) {
+    TROUPE_CHECK(p.n_rot > 0 && p.n_rot <= head_dim && p.n_rot % 2 == 0);
+    TROUPE_CHECK(0 <= c0 && c0 <= c1);
+    const bool neox = p.mode == RopeMode::Neox;
+    TROUPE_CHECK(neox ? c0 % head_dim == 0 && c1 % head_dim == 0 : c0 % 2 == 0 && c1 % 2 == 0);
+    TROUPE_CHECK(neox || pairs);
+    HWY_DYNAMIC_DISPATCH(RopeCols)
+    (x, c0, c1, head_dim, p.n_rot, neox, table, table + p.n_rot / 2, pairs);
 }
 
 void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul_kernels.h"
@@ -129,10 +130,25 @@ void add_rows(float* add_to, const float* y, int64_t n_out, int64_t n_tokens, in
         add_inplace(add_to + t * n_out + o0, y + t * n_out + o0, o1 - o0);
 }
 
+// The epilogue's hooks around task rows [o0, o1) of matrix m (nothing without an epilogue).
+void epilogue_before(const MatmulEpilogue* epi, int m, int64_t o0, int64_t o1) {
+    if (epi && epi->before) epi->before(epi->ctx, m, o0, o1);
+}
+void epilogue_after(const MatmulEpilogue* epi, int m, int64_t o0, int64_t o1) {
+    if (epi && epi->after) epi->after(epi->ctx, m, o0, o1);
+}
+
+// a multiple of both a and b (> 0).
+int64_t lcm(int64_t a, int64_t b) {
+    int64_t x = a, y = b;
+    while (y) x = std::exchange(y, x % y);
+    return a / x * b;
+}
+
 // The reference path for weight types without a SIMD kernel on this target: activations in
 // the reference block format, one vec_dot_act per output value.
 void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
-                     float* add_to) {
+                     float* add_to, const MatmulEpilogue* epi, int m) {
     const DType at = act_type(w.type);
     const size_t xa_bytes = row_bytes(at, w.n_in);
     auto* xa = static_cast<uint8_t*>(r.shared_scratch(xa_bytes * size_t(n_tokens)));
@@ -142,9 +158,10 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
         quantize_row(at, input_rows(in, w.n_in, t, t + 1, tmp), xa + size_t(t) * xa_bytes, w.n_in);
     });
     r.set_phase(nullptr);
-    constexpr int64_t kRowsPerTask = 16;
-    r.for_each((w.n_out + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
-        const int64_t o0 = task * kRowsPerTask, o1 = std::min(w.n_out, o0 + kRowsPerTask);
+    const int64_t rows_per_task = lcm(16, epi ? epi->row_multiple : 1);
+    r.for_each((w.n_out + rows_per_task - 1) / rows_per_task, [&](int64_t task) {
+        const int64_t o0 = task * rows_per_task, o1 = std::min(w.n_out, o0 + rows_per_task);
+        epilogue_before(epi, m, o0, o1);
         auto* tmp = static_cast<uint8_t*>(r.thread_scratch(row_bytes(w.type, w.n_in)));
         for (int64_t o = o0; o < o1; ++o) {
             const uint8_t* row = file_row(w, o, tmp);
@@ -152,6 +169,7 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
                 y[t * w.n_out + o] = vec_dot_act(w.type, row, xa + size_t(t) * xa_bytes, w.n_in);
         }
         add_rows(add_to, y, w.n_out, n_tokens, o0, o1);
+        epilogue_after(epi, m, o0, o1);
     });
 }
 
@@ -186,12 +204,16 @@ struct MatmulPlan {
     size_t packed_bytes = 0;  // Packed: bytes of one packed vector
     int64_t total_rows = 0;
     int64_t task_rows = 0;  // rows per task, depends on the participants
+    int64_t row_multiple = 1;  // of every task boundary (an epilogue's)
 };
 
 int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens);
 
-MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_tokens) {
+// row_multiple: task boundaries fall on its multiples (MatmulEpilogue::row_multiple).
+MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_tokens,
+                       int64_t row_multiple = 1) {
     MatmulPlan p;
+    p.row_multiple = row_multiple;
     const DType at = act_type(ws[0].type);  // throws troupe::Error for types without compute
     bool fused = kern::has_kernel(ws[0].type);
     for (int m = 0; m < n; ++m) {
@@ -233,8 +255,9 @@ MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_token
 // Rows per task of plan p on the participants of r.
 int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
     if (p.path == MatmulPath::Rows)
-        return rows_per_task(p.total_rows, r.size(), 6,
-                             p.interleaved ? kInterleaveRows : kern::gemv_row_group());
+        return rows_per_task(
+            p.total_rows, r.size(), 6,
+            lcm(p.interleaved ? kInterleaveRows : kern::gemv_row_group(), p.row_multiple));
     // Up to a vector of tokens the kernels stream the weights (about the time of reading
     // them), and every task starts cold, its first rows waiting on DRAM: one task per
     // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
@@ -243,7 +266,7 @@ int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
     const bool small = n_tokens <= int64_t(kern::gemm_token_lanes());
     const int per_participant = small ? 1 : p.any_interleaved ? 8 : 4;
     return rows_per_task(p.total_rows, r.size(), per_participant,
-                         p.any_interleaved ? kInterleaveRows : 4);
+                         lcm(p.any_interleaved ? kInterleaveRows : 4, p.row_multiple));
 }
 
 // The weight bytes this participant reads first under plan p: its share of the tasks, up to
@@ -264,7 +287,8 @@ std::pair<const void*, const void*> weight_share(const Region& r, const Weight* 
 // smaller than that takes a step per token to convert, then one to pack), one step computes
 // row ranges for all tokens.
 void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
-                   int64_t n_tokens, float* const* add_to, const MatmulPlan& plan) {
+                   int64_t n_tokens, float* const* add_to, const MatmulEpilogue* epi,
+                   const MatmulPlan& plan) {
     const ActLayout& l = plan.l;
     const int64_t L = int64_t(kern::gemm_token_lanes());
     const int64_t n_vecs = (n_tokens + L - 1) / L;
@@ -309,8 +333,10 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
         const RowTask task = tasks[t];
         auto* scratch = static_cast<uint8_t*>(r.thread_scratch(scratch_bytes));
         const Weight& w = ws[task.m];
+        epilogue_before(epi, task.m, task.o0, task.o1);
         kern::gemm_rows(w, l, packed, pair_types, n_tokens, task.o0, task.o1, ys[task.m], scratch);
         if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
+        epilogue_after(epi, task.m, task.o0, task.o1);
     });
 }
 
@@ -318,7 +344,8 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
 // plan.shared_act, a step converts them into shared scratch, a token per task), then streams
 // the rows of its tasks; prefetching runs on to the end of its share of a matrix.
 void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
-                 int64_t n_tokens, float* const* add_to, const MatmulPlan& plan) {
+                 int64_t n_tokens, float* const* add_to, const MatmulEpilogue* epi,
+                 const MatmulPlan& plan) {
     const ActLayout& l = plan.l;
     const size_t act_bytes = l.row_bytes * size_t(n_tokens);
     const size_t tmp_bytes = transforms(in) ? size_t(n_tokens * l.n_in) * sizeof(float) : 0;
@@ -357,43 +384,81 @@ void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
         if (t >= share_begin && t < share_end)
             last = std::min(share_end, tasks.first_of(task.m + 1)) - 1;
         stream.end = w.data + size_t(tasks[last].o1) * w.row_stride;
+        epilogue_before(epi, task.m, task.o0, task.o1);
         kern::gemv_rows(w, act, l, 0, n_tokens, task.o0, task.o1, stream, ys[task.m], tile_scratch);
         if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
+        epilogue_after(epi, task.m, task.o0, task.o1);
     });
 }
 
 }  // namespace
 
+// The hooks of `epi` for matrix m of a call as the hooks of a call on that matrix alone.
+struct ShiftedEpilogue {
+    const MatmulEpilogue* epi;
+    int m;
+    static void before(void* ctx, int, int64_t o0, int64_t o1) {
+        const auto* s = static_cast<const ShiftedEpilogue*>(ctx);
+        epilogue_before(s->epi, s->m, o0, o1);
+    }
+    static void after(void* ctx, int, int64_t o0, int64_t o1) {
+        const auto* s = static_cast<const ShiftedEpilogue*>(ctx);
+        epilogue_after(s->epi, s->m, o0, o1);
+    }
+};
+
 void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
-                 int64_t n_tokens, float* const* add_to) {
+                 int64_t n_tokens, float* const* add_to, const MatmulEpilogue* epi) {
     TROUPE_CHECK(n >= 0 && n <= kMaxMatmulMany);
     if (n_tokens <= 0 || n == 0) return;
-    const MatmulPlan p = plan_matmul(r, ws, n, n_tokens);  // throws for types without compute
+    const int64_t row_multiple = epi ? epi->row_multiple : 1;
+    TROUPE_CHECK(row_multiple >= 1);
+    for (int m = 0; m < n; ++m) TROUPE_CHECK(ws[m].n_out % row_multiple == 0);
+    // throws for types without compute
+    const MatmulPlan p = plan_matmul(r, ws, n, n_tokens, row_multiple);
     switch (p.path) {
         case MatmulPath::Separate:
             for (int m = 0; m < n; ++m) {
                 float* const* add = add_to ? add_to + m : nullptr;
+                ShiftedEpilogue shifted{epi, m};
+                const MatmulEpilogue one{&ShiftedEpilogue::before, &ShiftedEpilogue::after,
+                                         &shifted, row_multiple};
+                const MatmulEpilogue* e = epi ? &one : nullptr;
                 if (kern::has_kernel(ws[m].type)) {
-                    matmul_many(r, ws + m, 1, in, ys + m, n_tokens, add);
+                    matmul_many(r, ws + m, 1, in, ys + m, n_tokens, add, e);
                 } else {
-                    matmul_fallback(r, ws[m], in, ys[m], n_tokens, add ? *add : nullptr);
+                    matmul_fallback(r, ws[m], in, ys[m], n_tokens, add ? *add : nullptr, e, 0);
                 }
             }
             return;
         case MatmulPath::Packed:
-            return matmul_packed(r, ws, n, in, ys, n_tokens, add_to, p);
+            return matmul_packed(r, ws, n, in, ys, n_tokens, add_to, epi, p);
         case MatmulPath::Rows:
-            return matmul_rows(r, ws, n, in, ys, n_tokens, add_to, p);
+            return matmul_rows(r, ws, n, in, ys, n_tokens, add_to, epi, p);
         case MatmulPath::Empty:
             return;
     }
 }
 
-void prefetch_next_matmul(Region& r, const Weight* ws, int n, int64_t n_tokens) {
+void prefetch_next_matmul(Region& r, const Weight* ws, int n, int64_t n_tokens,
+                          int64_t row_multiple) {
     if (n_tokens <= 0 || n <= 0 || n > kMaxMatmulMany) return r.prefetch_next(nullptr, nullptr);
-    const MatmulPlan p = plan_matmul(r, ws, n, n_tokens);
+    const MatmulPlan p = plan_matmul(r, ws, n, n_tokens, std::max<int64_t>(1, row_multiple));
     const auto [begin, end] = weight_share(r, ws, n, p);
     r.prefetch_next(begin, end);
+}
+
+std::pair<int64_t, int64_t> matmul_share_rows(const Region& r, const Weight* ws, int n,
+                                              int64_t n_tokens, int64_t row_multiple, int m) {
+    TROUPE_CHECK(m >= 0 && m < n && n <= kMaxMatmulMany);
+    if (n_tokens <= 0) return {0, 0};
+    const MatmulPlan p = plan_matmul(r, ws, n, n_tokens, std::max<int64_t>(1, row_multiple));
+    if (p.path != MatmulPath::Rows && p.path != MatmulPath::Packed) return {0, 0};
+    const RowTasks tasks(ws, n, p.task_rows);
+    const auto [b, e] = r.my_share(tasks.size());
+    const int64_t first = std::max(b, tasks.first_of(m)), last = std::min(e, tasks.first_of(m + 1));
+    if (first >= last) return {0, 0};
+    return {tasks[first].o0, tasks[last - 1].o1};
 }
 
 void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,

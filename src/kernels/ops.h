@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/region.h"
@@ -74,9 +75,25 @@ struct MatmulInput {
     float eps = 0.0f;
     const float* up = nullptr;  // when set, the rows are swiglu(x, up): [n_tokens, n_in]
 };
-// add_to: null, or add_to[i] (null or [n_tokens, ws[i].n_out]) += ys[i].
+// Work on the rows one task of the product computes, run by the participant that runs the
+// task: before(ctx, m, o0, o1) ahead of computing rows [o0, o1) of matrix m (for every
+// token), after(ctx, m, o0, o1) once they are in ys[m] (and added to add_to[m]). Tasks start
+// and end on multiples of row_multiple within each matrix (whose n_out must be one), so the
+// rows of, say, one attention head are never split. Each row range of each matrix is given
+// to exactly one before / after pair; what the hooks write must not overlap between ranges.
+// (Q/K/V: the bias, RoPE and the KV-cache store of a task's heads, with no step of their own.)
+struct MatmulEpilogue {
+    void (*before)(void* ctx, int m, int64_t o0, int64_t o1) = nullptr;  // optional
+    void (*after)(void* ctx, int m, int64_t o0, int64_t o1) = nullptr;
+    void* ctx = nullptr;
+    int64_t row_multiple = 1;
+};
+
+// add_to: null, or add_to[i] (null or [n_tokens, ws[i].n_out]) += ys[i]. epi: null, or the
+// hooks above.
 void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, float* const* ys,
-                 int64_t n_tokens, float* const* add_to = nullptr);
+                 int64_t n_tokens, float* const* add_to = nullptr,
+                 const MatmulEpilogue* epi = nullptr);
 void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
             float* add_to = nullptr);
 
@@ -85,7 +102,16 @@ void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t
 // (Region::prefetch_next). Decode reads every matrix from DRAM, and a participant that
 // finished a step early, or waits through an op that reads no weights, would otherwise leave
 // the memory bus idle. Not collective; a hint only (results do not depend on it).
-void prefetch_next_matmul(Region& r, const Weight* ws, int n, int64_t n_tokens);
+// The rows of matrix m that this participant's own share of the tasks of
+// matmul_many(r, ws, n, ..., n_tokens) with that row_multiple covers: [first, end), empty
+// when none (or when the call runs each matrix on its own). Others may take some of them
+// once they are done with theirs; a hint for prefetching what the tasks' epilogue writes.
+std::pair<int64_t, int64_t> matmul_share_rows(const Region& r, const Weight* ws, int n,
+                                              int64_t n_tokens, int64_t row_multiple, int m);
+
+// row_multiple: the call's MatmulEpilogue::row_multiple (1 without one).
+void prefetch_next_matmul(Region& r, const Weight* ws, int n, int64_t n_tokens,
+                          int64_t row_multiple = 1);
 
 // out[r, :] = dequantized row ids[r] of w.   out: [n_ids, w.n_in]. Embedding lookup.
 void get_rows(const Weight& w, const int32_t* ids, int64_t n_ids, float* out);
@@ -129,6 +155,16 @@ void rope_apply(float* x, const float* table, int64_t n_rows, int n_heads, int h
                 const RopeParams& p);
 void rope_apply(Region& r, float* x, const float* table, int64_t n_rows, int n_heads, int head_dim,
                 const RopeParams& p);
+// rope_pair_table: what rope_apply_cols reads besides the angles, per row: [2 * p.n_rot]
+// floats (Norm: each pair's cos twice, then -sin, sin; Neox: unused, may be null).
+//   table: [n_rows, p.n_rot] (rope_angles), pairs: [n_rows, 2 * p.n_rot].
+void rope_pair_table(const float* table, int64_t n_rows, const RopeParams& p, float* pairs);
+// rope_apply on columns [c0, c1) of one row of heads (x: [n_heads * head_dim]) only, the
+// rest untouched: bit-identical to rope_apply on those columns. Norm: c0 and c1 even; Neox:
+// multiples of head_dim (its pairs are half a head apart). table: the row's angles ([p.n_rot]),
+// pairs: its rope_pair_table row.
+void rope_apply_cols(float* x, int64_t c0, int64_t c1, const float* table, const float* pairs,
+                     int head_dim, const RopeParams& p);
 
 // out[i] = silu(gate[i]) * up[i].   All [n].  out may alias gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
@@ -180,6 +216,15 @@ inline size_t kv_block_offset(const KvLayerView& kv, int32_t b) {
 // k, v: [n, n_kv_head * head_dim] f32; converted to kv.type.
 void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
               const float* v, int64_t n);
+
+// kv_store of one of K (values false) or V (true), columns [c0, c1) of its rows only
+// (column c: dimension c % head_dim of kv head c / head_dim): src rows as k or v above
+// (n_kv_head * head_dim floats each, of which [c0, c1) are read).
+void kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1, const int32_t* block_table,
+                   const int32_t* pos, const float* src, int64_t n);
+// prefetch_kv_store of the lines kv_store_cols(kv, values, c0, c1, ...) writes.
+void prefetch_kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1,
+                            const int32_t* block_table, const int32_t* pos, int64_t n);
 
 // Requests, for writing, the cache lines kv_store(kv, block_table, pos, k, v, n) will write
 // (K is stored transposed, so one row touches a line per two dimensions of every kv head):

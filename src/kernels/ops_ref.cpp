@@ -181,17 +181,27 @@ void store_vec(DType type, uint8_t* dst, const float* src, int n, size_t stride)
 }
 }  // namespace
 
-void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
-              const float* v, int64_t n) {
+void kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1, const int32_t* block_table,
+                   const int32_t* pos, const float* src, int64_t n) {
     TROUPE_CHECK(kv.type == DType::F16 || kv.type == DType::F32);
     const int row = kv.n_kv_head * kv.head_dim;
+    TROUPE_CHECK(0 <= c0 && c0 <= c1 && c1 <= row);
+    const size_t elem = kv.type == DType::F16 ? 2 : 4;
     for (int64_t r = 0; r < n; ++r)
-        for (int h = 0; h < kv.n_kv_head; ++h) {
-            store_vec(kv.type, kv_key(kv, block_table, pos[r], h), k + r * row + h * kv.head_dim,
-                      kv.head_dim, size_t(kv.block_size));
-            store_vec(kv.type, kv_vec(kv, block_table, pos[r], h), v + r * row + h * kv.head_dim,
-                      kv.head_dim, 1);
+        for (int c = c0; c < c1; ++c) {
+            const int h = c / kv.head_dim, d = c % kv.head_dim;
+            uint8_t* dst = values ? kv_vec(kv, block_table, pos[r], h) + size_t(d) * elem
+                                  : kv_key(kv, block_table, pos[r], h) +
+                                        size_t(d) * size_t(kv.block_size) * elem;
+            store_vec(kv.type, dst, src + r * row + c, 1, 1);
         }
+}
+
+void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
+              const float* v, int64_t n) {
+    const int row = kv.n_kv_head * kv.head_dim;
+    ref::kv_store_cols(kv, false, 0, row, block_table, pos, k, n);
+    ref::kv_store_cols(kv, true, 0, row, block_table, pos, v, n);
 }
 
 void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,

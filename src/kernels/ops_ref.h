@@ -18,6 +18,8 @@ void softmax(float* x, int64_t n);
 int64_t argmax(const float* x, int64_t n);
 void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos, const float* k,
               const float* v, int64_t n);
+void kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1, const int32_t* block_table,
+                   const int32_t* pos, const float* src, int64_t n);
 void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head,
                float scale);
 

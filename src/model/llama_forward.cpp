@@ -49,6 +49,8 @@ void prepare(const HParams& hp, const Batch& batch, const std::vector<float>& ro
     if (!rope_freqs.empty()) rope.freq_factors = rope_freqs.data();
     grow(ws.rope, n * size_t(rope.n_rot));
     ops::rope_angles(ws.pos.data(), int64_t(n), rope, ws.rope.data());
+    grow(ws.rope_pairs, n * size_t(2 * rope.n_rot));
+    ops::rope_pair_table(ws.rope.data(), int64_t(n), rope, ws.rope_pairs.data());
     ops::plan_attention(kv[0], ws.attn_seqs.data(), int(ws.attn_seqs.size()), hp.n_head,
                         batch.shared_prefix_attention, ws.attn_plan);
     // The last layer's attention for the rows that want logits only (when that is not all):
@@ -68,66 +70,66 @@ void prepare(const HParams& hp, const Batch& batch, const std::vector<float>& ro
                         batch.shared_prefix_attention, ws.out_plan);
 }
 
-// y[r, :] += b for every row (qwen2's q/k/v biases); nothing without a bias.
-void add_bias(Region& r, float* y, const std::vector<float>& b, int64_t n_rows) {
-    if (b.empty()) return;
-    const int64_t n = int64_t(b.size());
-    r.for_each(n_rows, [&](int64_t row) { ops::add_inplace(y + row * n, b.data(), n); });
+// The multiple of rows every task of the Q/K/V product starts at (QkvEpilogue): RoPE's pairs
+// stay within a task.
+int64_t qkv_row_multiple(const HParams& hp, const ops::RopeParams& rope) {
+    return rope.mode == ops::RopeMode::Neox ? int64_t(hp.head_dim) : 2;
 }
 
-// The rows of task `task` of rotate_and_store (up to kRopeRows consecutive rows of one
-// sequence): the sequence, and the rows [r0, r1) of the batch.
-constexpr int kRopeRows = 32;
-int64_t n_rope_tasks(const std::vector<ops::AttentionSeq>& seqs) {
-    int64_t n = 0;
-    for (const ops::AttentionSeq& s : seqs) n += (s.n_q + kRopeRows - 1) / kRopeRows;
-    return n;
-}
-struct RopeTask {
-    const ops::AttentionSeq* seq;
-    int64_t r0, r1;
-};
-RopeTask rope_task(const std::vector<ops::AttentionSeq>& seqs, int64_t task) {
-    int64_t t = 0;  // the sequence's first row in the batch
-    for (const ops::AttentionSeq& s : seqs) {
-        const int64_t tasks = (s.n_q + kRopeRows - 1) / kRopeRows;
-        if (task < tasks)
-            return {&s, t + task * kRopeRows, t + std::min<int64_t>(s.n_q, (task + 1) * kRopeRows)};
-        task -= tasks;
-        t += s.n_q;
+// The Q/K/V product's epilogue (ops::MatmulEpilogue), for the rows of each task: the bias
+// (qwen2), RoPE of Q and K, and K and V into the cache, right after the task computed them,
+// in its participant's cache, with no step of their own (a step and a barrier per layer
+// fewer; every op's arithmetic unchanged). Tasks keep RoPE's pairs whole (Neox: whole heads).
+// The cache lines a participant's own K and V rows will write are requested before the
+// product (decode writes a line per two dimensions of K, all of them evicted since the
+// previous token wrote next to them): they arrive while it streams the weights (requested
+// at the start of their task instead, single-sequence decode lost 2-5%).
+struct QkvEpilogue {
+    const HParams& hp;
+    const LayerWeights& l;
+    const ops::RopeParams& rope;
+    const ops::KvLayerView& kv;
+    const ForwardWorkspace& ws;
+    float* const* out;  // q, k, v: [n_tokens, width(m)]
+
+    int64_t width(int m) const { return m == 0 ? hp.n_embd_q() : hp.n_embd_kv(); }
+    const std::vector<float>& bias(int m) const { return m == 0 ? l.bq : m == 1 ? l.bk : l.bv; }
+
+    // Sequences with at most this many rows have their lines prefetched (a prefill writes
+    // each line for many consecutive positions).
+    static constexpr int kPrefetchRows = 4;
+
+    // Requests the lines that rows [o0, o1) of K (m = 1) or V (m = 2) will write.
+    void prefetch(int m, int64_t o0, int64_t o1) const {
+        size_t t = 0;
+        for (const ops::AttentionSeq& s : ws.attn_seqs) {
+            if (s.n_q <= kPrefetchRows)
+                ops::prefetch_kv_store_cols(kv, m == 2, int(o0), int(o1), s.block_table,
+                                            ws.pos.data() + t, s.n_q);
+            t += size_t(s.n_q);
+        }
     }
-    return {nullptr, 0, 0};
-}
 
-// Requests the cache lines task `task` of rotate_and_store will write (ops::prefetch_kv_store).
-void prefetch_rope_task(const ForwardWorkspace& ws, const ops::KvLayerView& kv, int64_t task) {
-    const RopeTask rt = rope_task(ws.attn_seqs, task);
-    if (rt.seq)
-        ops::prefetch_kv_store(kv, rt.seq->block_table, ws.pos.data() + rt.r0, rt.r1 - rt.r0);
-}
-
-// Rotates the new Q and K rows and stores K and V into the cache, one step: each task takes
-// up to kRopeRows consecutive rows of one sequence. The cache lines of a participant's first
-// task were requested before the Q/K/V product (qkv_step); each task requests its
-// successor's (decode writes a line per two dimensions of K, all of them evicted since the
-// previous token's write: 8 sequences stored at 1.5 us per token, mostly waiting for them).
-void rotate_and_store(Region& r, const HParams& hp, const ops::RopeParams& rope,
-                      const ops::KvLayerView& kv, ForwardWorkspace& ws) {
-    const int64_t n_tasks = n_rope_tasks(ws.attn_seqs);
-    const auto [share_begin, share_end] = r.my_share(n_tasks);
-    r.for_each(n_tasks, [&](int64_t task) {
-        if (task >= share_begin && task + 1 < share_end) prefetch_rope_task(ws, kv, task + 1);
-        const RopeTask rt = rope_task(ws.attn_seqs, task);
-        const int64_t r0 = rt.r0, r1 = rt.r1;
-        float* q = ws.q.data() + r0 * hp.n_embd_q();
-        float* k = ws.k.data() + r0 * hp.n_embd_kv();
-        const float* angles = ws.rope.data() + r0 * rope.n_rot;
-        ops::rope_apply(q, angles, r1 - r0, hp.n_head, hp.head_dim, rope);
-        ops::rope_apply(k, angles, r1 - r0, hp.n_head_kv, hp.head_dim, rope);
-        ops::kv_store(kv, rt.seq->block_table, ws.pos.data() + r0, k,
-                      ws.v.data() + r0 * hp.n_embd_kv(), r1 - r0);
-    });
-}
+    static void after(void* ctx, int m, int64_t o0, int64_t o1) {
+        const auto& e = *static_cast<const QkvEpilogue*>(ctx);
+        const int64_t n = int64_t(e.ws.pos.size()), w = e.width(m), n_rot = e.rope.n_rot;
+        float* y = e.out[m];
+        const std::vector<float>& b = e.bias(m);
+        if (!b.empty())
+            for (int64_t t = 0; t < n; ++t) ops::add_inplace(y + t * w + o0, b.data() + o0, o1 - o0);
+        if (m < 2)
+            for (int64_t t = 0; t < n; ++t)
+                ops::rope_apply_cols(y + t * w, o0, o1, e.ws.rope.data() + t * n_rot,
+                                     e.ws.rope_pairs.data() + t * 2 * n_rot, e.hp.head_dim, e.rope);
+        if (m == 0) return;
+        size_t t = 0;
+        for (const ops::AttentionSeq& s : e.ws.attn_seqs) {
+            ops::kv_store_cols(e.kv, m == 2, int(o0), int(o1), s.block_table, e.ws.pos.data() + t,
+                               y + int64_t(t) * w, s.n_q);
+            t += size_t(s.n_q);
+        }
+    }
+};
 
 // Copies the rows that want logits (each sequence's last n_logits tokens) of src
 // ([n_tokens, width]) to dst ([n_logit_rows, width]), in batch order.
@@ -170,22 +172,23 @@ std::array<ops::Weight, 3> qkv_weights(const LayerWeights& l) {
     return {l.wq, l.wk, l.wv};
 }
 
-// Q, K, V of rms_norm(x) for all n rows in one step, rotated, K and V into the cache.
+// Q, K, V of rms_norm(x) for all n rows in one step, rotated, K and V into the cache
+// (QkvEpilogue).
 void qkv_step(Region& r, const HParams& hp, const LayerWeights& l, const ops::RopeParams& rope,
               const ops::KvLayerView& cache, int64_t n, ForwardWorkspace& ws) {
     float* const qkv_out[] = {ws.q.data(), ws.k.data(), ws.v.data()};
-    // The cache lines this participant's first rotate_and_store task writes: they arrive
-    // during the product.
-    const auto [first_rope, end_rope] = r.my_share(n_rope_tasks(ws.attn_seqs));
-    if (first_rope < end_rope) prefetch_rope_task(ws, cache, first_rope);
+    QkvEpilogue e{hp, l, rope, cache, ws, qkv_out};
+    const int64_t multiple = qkv_row_multiple(hp, rope);
+    const auto weights = qkv_weights(l);
+    for (int m = 1; m <= 2; ++m) {
+        const auto [o0, o1] = ops::matmul_share_rows(r, weights.data(), 3, n, multiple, m);
+        if (o0 < o1) e.prefetch(m, o0, o1);
+    }
+    const ops::MatmulEpilogue epi{nullptr, &QkvEpilogue::after, &e, multiple};
     r.set_op("qkv");
-    ops::matmul_many(r, qkv_weights(l).data(), 3,
-                     {.x = ws.x.data(), .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n);
-    add_bias(r, ws.q.data(), l.bq, n);
-    add_bias(r, ws.k.data(), l.bk, n);
-    add_bias(r, ws.v.data(), l.bv, n);
-    r.set_op("rope+kv store");
-    rotate_and_store(r, hp, rope, cache, ws);
+    ops::matmul_many(r, weights.data(), 3,
+                     {.x = ws.x.data(), .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n,
+                     nullptr, &epi);
 }
 
 // The rest of the layer for `rows`: x += wo attention, then the feed-forward block (SwiGLU):
@@ -194,7 +197,7 @@ void qkv_step(Region& r, const HParams& hp, const LayerWeights& l, const ops::Ro
 void finish_layer(Region& r, const HParams& hp, const LayerWeights& l,
                   const ops::KvLayerView& cache, float scale, const LayerRows& rows,
                   const ops::Weight* next_w, int n_next_w, int64_t next_tokens,
-                  ForwardWorkspace& ws) {
+                  int64_t next_row_multiple, ForwardWorkspace& ws) {
     r.set_op("attention");
     ops::attention(r, cache, *rows.plan, scale);
     const ops::Weight gate_up[] = {l.w_gate, l.w_up};
@@ -206,7 +209,7 @@ void finish_layer(Region& r, const HParams& hp, const LayerWeights& l,
     r.set_op("gate+up");
     ops::matmul_many(r, gate_up, 2, {.x = rows.x, .norm = l.ffn_norm.data(), .eps = hp.rms_eps},
                      gate_up_out, rows.n);
-    ops::prefetch_next_matmul(r, next_w, n_next_w, next_tokens);
+    ops::prefetch_next_matmul(r, next_w, n_next_w, next_tokens, next_row_multiple);
     r.set_op("down");
     ops::matmul(r, l.w_down, {.x = ws.gate.data(), .up = ws.up.data()}, ws.proj.data(), rows.n,
                 rows.x);
@@ -230,7 +233,8 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
     run_region(pool, ws.profile, [&](Region& r) {
         // Every participant prefetches its share of the next product's weights whenever it
         // waits (ops::prefetch_next_matmul): named before the step that precedes it.
-        ops::prefetch_next_matmul(r, qkv_weights(w_.layers[0]).data(), 3, n);
+        ops::prefetch_next_matmul(r, qkv_weights(w_.layers[0]).data(), 3, n,
+                                  qkv_row_multiple(hp, rope));
         r.set_op("embed");
         ops::get_rows(r, w_.tok_embd, batch.tokens.data(), n, ws.x.data());  // embeddings
         const float* final_rows = ws.x.data();  // the rows the last layer finished
@@ -245,7 +249,7 @@ void Model::forward(const Batch& batch, std::span<const ops::KvLayerView> kv, Fo
             const std::array<ops::Weight, 3> next = last ? std::array<ops::Weight, 3>{w_.output}
                                                          : qkv_weights(w_.layers[size_t(il) + 1]);
             finish_layer(r, hp, l, kv[size_t(il)], scale, rows, next.data(), last ? 1 : 3,
-                         last ? n_out : n, ws);
+                         last ? n_out : n, last ? 1 : qkv_row_multiple(hp, rope), ws);
             final_rows = rows.x;
         }
         // output: projection of the final norm of the rows that want logits

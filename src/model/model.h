@@ -36,6 +36,7 @@ struct ForwardWorkspace {
                                // logits, through the last layer (when not every row does)
     std::vector<float> q_out;  // [n_logit_rows, n_embd_q] their queries in the last layer
     std::vector<float> rope;   // [n_tokens, n_rot] cos | sin of each token's rotary angles
+    std::vector<float> rope_pairs;  // [n_tokens, 2 n_rot] ops::rope_pair_table of rope (Norm)
     std::vector<int32_t> pos;  // [n_tokens]
     std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
     ops::AttentionPlan attn_plan;              // the same for every layer of a pass

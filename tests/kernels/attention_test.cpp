@@ -392,6 +392,43 @@ TEST(Attention, KvStoreMatchesReferenceBitForBit) {
     }
 }
 
+// kv_store_cols over the pieces of a split of the K and V rows (the Q/K/V product's tasks:
+// any columns, across heads) writes what kv_store writes, and nothing else.
+TEST(Attention, KvStoreColumnsWriteWhatKvStoreWrites) {
+    for (DType type : {DType::F16, DType::F32}) {
+        const int bs = 16, n_kv_head = 3, head_dim = 64, row = n_kv_head * head_dim;
+        TestKv want(type, 8, bs, n_kv_head, head_dim), got(type, 8, bs, n_kv_head, head_dim);
+        const std::vector<int32_t> table = {5, 2, 7, 0};
+        const int n = 21;
+        auto k = random_floats(size_t(n * row), 3);
+        auto v = random_floats(size_t(n * row), 4);
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        std::iota(pos.begin(), pos.end(), 30);
+        ops::ref::kv_store(want.view, table.data(), pos.data(), k.data(), v.data(), n);
+        const std::vector<int> cuts = {0, 2, 48, 64, 66, 130, 190, row};
+        const auto store_pieces = [&](auto&& store) {
+            std::fill(got.k.begin(), got.k.end(), 0);
+            std::fill(got.v.begin(), got.v.end(), 0);
+            for (size_t i = cuts.size() - 1; i-- > 0;) {
+                store(false, cuts[i], cuts[i + 1], k.data());
+                store(true, cuts[i], cuts[i + 1], v.data());
+            }
+            EXPECT_EQ(got.k, want.k);
+            EXPECT_EQ(got.v, want.v);
+        };
+        store_pieces([&](bool values, int c0, int c1, const float* src) {
+            ops::ref::kv_store_cols(got.view, values, c0, c1, table.data(), pos.data(), src, n);
+        });
+        for_each_target([&] {
+            store_pieces([&](bool values, int c0, int c1, const float* src) {
+                ops::prefetch_kv_store_cols(got.view, values, c0, c1, table.data(), pos.data(),
+                                            n);
+                ops::kv_store_cols(got.view, values, c0, c1, table.data(), pos.data(), src, n);
+            });
+        });
+    }
+}
+
 // A long prefill beside decodes that share its first blocks reads the prefix itself (whole
 // tasks), and the decodes share the longer prefix common to them alone; every row keeps the
 // bits it has alone. Block tables end exactly at the last block used, so that a read past

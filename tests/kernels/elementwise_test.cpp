@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -89,6 +91,64 @@ TEST(Elementwise, RopeMatchesReference) {
                     check_rope(mode, head_dim, n_rot, 1.0f);
                 }
     });
+}
+
+// rope_apply_cols over the pieces of a split of a row (as the Q/K/V product's tasks apply it)
+// gives rope_apply's bits: every split at even columns (Neox: whole heads), pieces in any order.
+void check_rope_cols(ops::RopeMode mode, int head_dim, int n_rot) {
+    const int n_heads = 3;
+    const int64_t rows = 3, row = int64_t(n_heads) * head_dim;
+    ops::RopeParams p;
+    p.n_rot = n_rot;
+    p.mode = mode;
+    const std::vector<int32_t> pos = {0, 5, 1234};
+    std::vector<float> table(size_t(rows * n_rot)), pairs(size_t(rows * 2 * n_rot));
+    ops::rope_angles(pos.data(), rows, p, table.data());
+    ops::rope_pair_table(table.data(), rows, p, pairs.data());
+    const auto x = random_floats(size_t(rows * row), uint32_t(head_dim * 7 + n_rot));
+    std::vector<float> want = x;
+    ops::rope_apply(want.data(), table.data(), rows, n_heads, head_dim, p);
+    const int64_t step = mode == ops::RopeMode::Neox ? head_dim : 2;
+    std::mt19937 rng(uint32_t(head_dim + n_rot));
+    for (int trial = 0; trial < 8; ++trial) {
+        std::vector<int64_t> cuts = {0};  // random cuts at multiples of step
+        for (int64_t c = step; c < row; c += step)
+            if (rng() % 3 == 0) cuts.push_back(c);
+        cuts.push_back(row);
+        std::vector<float> got = x;
+        for (size_t i = cuts.size() - 1; i-- > 0;)  // last piece first
+            for (int64_t r = 0; r < rows; ++r)
+                ops::rope_apply_cols(got.data() + r * row, cuts[i], cuts[i + 1],
+                                     table.data() + r * n_rot, pairs.data() + r * 2 * n_rot,
+                                     head_dim, p);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+            << "trial " << trial;
+    }
+}
+
+TEST(Elementwise, RopeColumnsAreBitIdenticalToRows) {
+    for_each_target([] {
+        for (ops::RopeMode mode : {ops::RopeMode::Norm, ops::RopeMode::Neox})
+            for (int head_dim : {2, 6, 32, 48, 64, 80, 128})
+                for (int n_rot : {2, head_dim / 2 + (head_dim / 2) % 2, head_dim}) {
+                    if (n_rot <= 0 || n_rot > head_dim || n_rot % 2) continue;
+                    SCOPED_TRACE(::testing::Message()
+                                 << "head_dim " << head_dim << " n_rot " << n_rot << " neox "
+                                 << (mode == ops::RopeMode::Neox));
+                    check_rope_cols(mode, head_dim, n_rot);
+                }
+    });
+}
+
+TEST(Elementwise, RopeColumnsRejectSplitPairs) {
+    ops::RopeParams p;
+    p.n_rot = 64;
+    std::vector<float> x(128), table(64), pairs(128);
+    EXPECT_DEATH(ops::rope_apply_cols(x.data(), 1, 64, table.data(), pairs.data(), 64, p),
+                 "internal invariant");
+    p.mode = ops::RopeMode::Neox;
+    EXPECT_DEATH(ops::rope_apply_cols(x.data(), 32, 64, table.data(), pairs.data(), 64, p),
+                 "internal invariant");
 }
 
 TEST(Elementwise, SwigluMatchesReference) {

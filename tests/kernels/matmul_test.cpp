@@ -2,14 +2,18 @@
 // every target, for 1 to many tokens, odd shapes and unaligned weight and activation rows.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <mutex>
 #include <vector>
 
 #include "kernel_test_util.h"
 #include "kernels/matmul_act.h"
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
+#include "kernels/region.h"
 #include "kernels/thread_pool.h"
+#include "kernels/weight_layout.h"
 #include "tensor/quant_ref.h"
 #include "util/error.h"
 
@@ -222,6 +226,92 @@ TEST(Matmul, FusedInputsAndResidualEqualSeparateOps) {
                 EXPECT_EQ(got, want) << type_name(type) << " swiglu, " << n_tokens << " tokens";
                 EXPECT_EQ(got_sum, want_sum) << type_name(type) << " residual";
             });
+        }
+    }
+}
+
+// The epilogue hooks (ops::MatmulEpilogue): every row of every matrix in exactly one task
+// range, ranges on multiples of row_multiple, `before` ahead of the range's `after`, and
+// `after` seeing the range's final outputs (the residual added); over the paths: matrix-
+// vector, interleaved, packed, one matrix at a time (mixed types).
+TEST(Matmul, EpilogueSeesEveryTaskRangeOnceWhenComputed) {
+    ThreadPool pool(2);
+    struct Log {
+        std::mutex mu;
+        std::vector<std::array<int64_t, 4>> calls;  // {m, o0, o1, after}
+        const std::vector<float>* ys[2];
+        const std::vector<float>* sums[2];
+        int64_t n_tokens = 0, n_out[2] = {};
+        bool values_ok = true;
+    };
+    const auto before = [](void* ctx, int m, int64_t o0, int64_t o1) {
+        auto& log = *static_cast<Log*>(ctx);
+        std::lock_guard<std::mutex> lock(log.mu);
+        log.calls.push_back({m, o0, o1, 0});
+    };
+    const auto after = [](void* ctx, int m, int64_t o0, int64_t o1) {
+        auto& log = *static_cast<Log*>(ctx);
+        std::lock_guard<std::mutex> lock(log.mu);
+        log.calls.push_back({m, o0, o1, 1});
+        // Final values: the residual sum is y + 1 wherever y was written (resid starts at 1).
+        for (int64_t t = 0; t < log.n_tokens; ++t)
+            for (int64_t o = o0; o < o1; ++o) {
+                const size_t at = size_t(t * log.n_out[m] + o);
+                if ((*log.sums[m])[at] != (*log.ys[m])[at] + 1.0f) log.values_ok = false;
+            }
+    };
+    for (auto [t0, t1] : {std::pair{DType::Q8_0, DType::Q8_0}, {DType::Q4_K, DType::Q4_K},
+                          {DType::Q8_0, DType::F16}}) {
+        for (bool interleave : {false, true}) {
+            if (interleave && t0 != t1) continue;
+            const int64_t n_in = 256, n_out[2] = {192, 128};
+            TestWeight w0 = make_weight(t0, n_in, n_out[0], 5, 0);
+            TestWeight w1 = make_weight(t1, n_in, n_out[1], 6, 0);
+            std::vector<uint8_t> il0(w0.w.row_stride * size_t(n_out[0]));
+            std::vector<uint8_t> il1(w1.w.row_stride * size_t(n_out[1]));
+            ops::Weight ws[2] = {w0.w, w1.w};
+            if (interleave) {
+                if (!ops::can_interleave(ws[0])) continue;
+                ws[0] = ops::interleave(w0.w, il0.data());
+                ws[1] = ops::interleave(w1.w, il1.data());
+            }
+            for (int64_t row_multiple : {int64_t(1), int64_t(2), int64_t(64)}) {
+                for (int64_t n_tokens : {1, 3, 8, 21, 40}) {
+                    const auto x = random_floats(size_t(n_in * n_tokens), 9, -2.0f, 2.0f);
+                    std::vector<float> y0(size_t(n_out[0] * n_tokens)), y1(size_t(n_out[1] * n_tokens));
+                    std::vector<float> s0(y0.size(), 1.0f), s1(y1.size(), 1.0f);
+                    Log log;
+                    log.ys[0] = &y0, log.ys[1] = &y1, log.sums[0] = &s0, log.sums[1] = &s1;
+                    log.n_tokens = n_tokens, log.n_out[0] = n_out[0], log.n_out[1] = n_out[1];
+                    const ops::MatmulEpilogue epi{+before, +after, &log, row_multiple};
+                    float* const ys[2] = {y0.data(), y1.data()};
+                    float* const sums[2] = {s0.data(), s1.data()};
+                    run_region(&pool, [&](Region& r) {
+                        ops::matmul_many(r, ws, 2, {.x = x.data()}, ys, n_tokens, sums, &epi);
+                    });
+                    SCOPED_TRACE(::testing::Message()
+                                 << type_name(t0) << "/" << type_name(t1) << " interleaved "
+                                 << interleave << " multiple " << row_multiple << " tokens "
+                                 << n_tokens);
+                    EXPECT_TRUE(log.values_ok);
+                    for (int m = 0; m < 2; ++m) {
+                        std::vector<int> covered(size_t(n_out[m]), 0);
+                        for (size_t i = 0; i < log.calls.size(); ++i) {
+                            const auto& c = log.calls[i];
+                            if (c[0] != m || c[3] != 1) continue;
+                            EXPECT_EQ(c[1] % row_multiple, 0);
+                            EXPECT_EQ(c[2] % row_multiple, 0);
+                            bool before_seen = false;
+                            for (size_t j = 0; j < i; ++j)
+                                before_seen |= log.calls[j] == std::array<int64_t, 4>{m, c[1], c[2], 0};
+                            EXPECT_TRUE(before_seen);
+                            for (int64_t o = c[1]; o < c[2]; ++o) covered[size_t(o)]++;
+                        }
+                        for (int64_t o = 0; o < n_out[m]; ++o)
+                            ASSERT_EQ(covered[size_t(o)], 1) << "matrix " << m << " row " << o;
+                    }
+                }
+            }
         }
     }
 }
