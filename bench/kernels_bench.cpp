@@ -15,7 +15,9 @@
 
 #include "kernels/ops.h"
 #include "kernels/probes.h"
+#include "kernels/region.h"
 #include "kernels/thread_pool.h"
+#include "kernels/weight_layout.h"
 #include "kv/kv_storage.h"
 #include "tensor/quant_ref.h"
 
@@ -119,6 +121,49 @@ void BM_MatmulQkv(benchmark::State& state) {
                             int64_t(q.bytes() + k.bytes() + v.bytes()));
 }
 BENCHMARK(BM_MatmulQkv)->Arg(0)->Arg(1)->ArgName("fused")->UseRealTime();
+
+// A forward pass's worth of products in one region: 134 interleaved Q8_0 1536x576 matrices
+// (the 135M model's bytes) one after the other, each participant prefetching its share of
+// the next one while it waits (as the forward pass does), for `tokens` tokens. resident = 1:
+// the same matrix every time (in L2: the arithmetic alone); 0: 134 copies (streamed from the
+// last-level cache or DRAM). Time per matrix; streamed against resident shows how far the
+// weight stream and the arithmetic overlap (src/kernels/README.md).
+void BM_MatmulSequence(benchmark::State& state) {
+    const int64_t n_tokens = state.range(0);
+    const bool resident = state.range(1) != 0;
+    constexpr int kMats = 134;
+    const int64_t n_in = 576, n_out = 1536;
+    const size_t rb = row_bytes(DType::Q8_0, n_in), bytes = rb * size_t(n_out);
+    const auto f = random_floats(size_t(n_in * n_out), 5);
+    std::vector<uint8_t> file(bytes);
+    for (int64_t o = 0; o < n_out; ++o)
+        quantize_row(DType::Q8_0, f.data() + o * n_in, file.data() + size_t(o) * rb, n_in);
+    const ops::Weight w{DType::Q8_0, n_in, n_out, file.data(), rb};
+    std::vector<uint8_t> copies(bytes * (resident ? 1 : kMats));
+    std::vector<ops::Weight> ws;
+    for (int c = 0; c < kMats; ++c)
+        ws.push_back(ops::interleave(w, copies.data() + (resident ? 0 : size_t(c)) * bytes));
+    const auto x = random_floats(size_t(n_in * n_tokens), 6);
+    std::vector<float> y(size_t(n_out * n_tokens));
+    for (auto _ : state)
+        run_region(&pool(), [&](Region& r) {
+            for (int m = 0; m < kMats; ++m) {
+                if (m + 1 < kMats) ops::prefetch_next_matmul(r, &ws[size_t(m) + 1], 1, n_tokens);
+                ops::matmul(r, ws[size_t(m)], {.x = x.data()}, y.data(), n_tokens);
+            }
+        });
+    state.counters["per_matrix"] = benchmark::Counter(  // seconds, printed with SI prefixes
+        double(state.iterations()) * kMats,
+        benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    state.SetBytesProcessed(int64_t(state.iterations()) * kMats * int64_t(bytes));
+}
+BENCHMARK(BM_MatmulSequence)
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({8, 0})
+    ->Args({8, 1})
+    ->ArgNames({"tokens", "resident"})
+    ->UseRealTime();
 
 // The engine's paged F16 cache (kv::KvStorage) with the 135M model's shape (30 layers, 3 kv
 // heads, head_dim 64, blocks of 16), copied past the working-set size like the weights:
