@@ -562,13 +562,6 @@ void prefetch_kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1,
     }
 }
 
-void prefetch_kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
-                       int64_t n) {
-    const int row = kv.n_kv_head * kv.head_dim;
-    prefetch_kv_store_cols(kv, false, 0, row, block_table, pos, n);
-    prefetch_kv_store_cols(kv, true, 0, row, block_table, pos, n);
-}
-
 void kv_store(Region& r, const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
               const float* k, const float* v) {
     // Tasks of up to kRowsPerTask rows within one sequence.

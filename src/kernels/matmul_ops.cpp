@@ -130,10 +130,7 @@ void add_rows(float* add_to, const float* y, int64_t n_out, int64_t n_tokens, in
         add_inplace(add_to + t * n_out + o0, y + t * n_out + o0, o1 - o0);
 }
 
-// The epilogue's hooks around task rows [o0, o1) of matrix m (nothing without an epilogue).
-void epilogue_before(const MatmulEpilogue* epi, int m, int64_t o0, int64_t o1) {
-    if (epi && epi->before) epi->before(epi->ctx, m, o0, o1);
-}
+// The epilogue's hook after task rows [o0, o1) of matrix m (nothing without an epilogue).
 void epilogue_after(const MatmulEpilogue* epi, int m, int64_t o0, int64_t o1) {
     if (epi && epi->after) epi->after(epi->ctx, m, o0, o1);
 }
@@ -161,7 +158,6 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
     const int64_t rows_per_task = lcm(16, epi ? epi->row_multiple : 1);
     r.for_each((w.n_out + rows_per_task - 1) / rows_per_task, [&](int64_t task) {
         const int64_t o0 = task * rows_per_task, o1 = std::min(w.n_out, o0 + rows_per_task);
-        epilogue_before(epi, m, o0, o1);
         auto* tmp = static_cast<uint8_t*>(r.thread_scratch(row_bytes(w.type, w.n_in)));
         for (int64_t o = o0; o < o1; ++o) {
             const uint8_t* row = file_row(w, o, tmp);
@@ -333,7 +329,6 @@ void matmul_packed(Region& r, const Weight* ws, int n, const MatmulInput& in, fl
         const RowTask task = tasks[t];
         auto* scratch = static_cast<uint8_t*>(r.thread_scratch(scratch_bytes));
         const Weight& w = ws[task.m];
-        epilogue_before(epi, task.m, task.o0, task.o1);
         kern::gemm_rows(w, l, packed, pair_types, n_tokens, task.o0, task.o1, ys[task.m], scratch);
         if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
         epilogue_after(epi, task.m, task.o0, task.o1);
@@ -384,7 +379,6 @@ void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
         if (t >= share_begin && t < share_end)
             last = std::min(share_end, tasks.first_of(task.m + 1)) - 1;
         stream.end = w.data + size_t(tasks[last].o1) * w.row_stride;
-        epilogue_before(epi, task.m, task.o0, task.o1);
         kern::gemv_rows(w, act, l, 0, n_tokens, task.o0, task.o1, stream, ys[task.m], tile_scratch);
         if (add_to) add_rows(add_to[task.m], ys[task.m], w.n_out, n_tokens, task.o0, task.o1);
         epilogue_after(epi, task.m, task.o0, task.o1);
@@ -393,14 +387,10 @@ void matmul_rows(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
 
 }  // namespace
 
-// The hooks of `epi` for matrix m of a call as the hooks of a call on that matrix alone.
+// The hook of `epi` for matrix m of a call as the hook of a call on that matrix alone.
 struct ShiftedEpilogue {
     const MatmulEpilogue* epi;
     int m;
-    static void before(void* ctx, int, int64_t o0, int64_t o1) {
-        const auto* s = static_cast<const ShiftedEpilogue*>(ctx);
-        epilogue_before(s->epi, s->m, o0, o1);
-    }
     static void after(void* ctx, int, int64_t o0, int64_t o1) {
         const auto* s = static_cast<const ShiftedEpilogue*>(ctx);
         epilogue_after(s->epi, s->m, o0, o1);
@@ -421,8 +411,7 @@ void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
             for (int m = 0; m < n; ++m) {
                 float* const* add = add_to ? add_to + m : nullptr;
                 ShiftedEpilogue shifted{epi, m};
-                const MatmulEpilogue one{&ShiftedEpilogue::before, &ShiftedEpilogue::after,
-                                         &shifted, row_multiple};
+                const MatmulEpilogue one{&ShiftedEpilogue::after, &shifted, row_multiple};
                 const MatmulEpilogue* e = epi ? &one : nullptr;
                 if (kern::has_kernel(ws[m].type)) {
                     matmul_many(r, ws + m, 1, in, ys + m, n_tokens, add, e);
@@ -448,17 +437,20 @@ void prefetch_next_matmul(Region& r, const Weight* ws, int n, int64_t n_tokens,
     r.prefetch_next(begin, end);
 }
 
-std::pair<int64_t, int64_t> matmul_share_rows(const Region& r, const Weight* ws, int n,
-                                              int64_t n_tokens, int64_t row_multiple, int m) {
-    TROUPE_CHECK(m >= 0 && m < n && n <= kMaxMatmulMany);
-    if (n_tokens <= 0) return {0, 0};
+void matmul_share_rows(const Region& r, const Weight* ws, int n, int64_t n_tokens,
+                       int64_t row_multiple, std::pair<int64_t, int64_t>* rows) {
+    TROUPE_CHECK(n >= 0 && n <= kMaxMatmulMany);
+    std::fill(rows, rows + n, std::pair<int64_t, int64_t>{0, 0});
+    if (n_tokens <= 0 || n == 0) return;
     const MatmulPlan p = plan_matmul(r, ws, n, n_tokens, std::max<int64_t>(1, row_multiple));
-    if (p.path != MatmulPath::Rows && p.path != MatmulPath::Packed) return {0, 0};
+    if (p.path != MatmulPath::Rows && p.path != MatmulPath::Packed) return;
     const RowTasks tasks(ws, n, p.task_rows);
     const auto [b, e] = r.my_share(tasks.size());
-    const int64_t first = std::max(b, tasks.first_of(m)), last = std::min(e, tasks.first_of(m + 1));
-    if (first >= last) return {0, 0};
-    return {tasks[first].o0, tasks[last - 1].o1};
+    for (int m = 0; m < n; ++m) {
+        const int64_t first = std::max(b, tasks.first_of(m));
+        const int64_t last = std::min(e, tasks.first_of(m + 1));
+        if (first < last) rows[m] = {tasks[first].o0, tasks[last - 1].o1};
+    }
 }
 
 void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,

@@ -75,15 +75,14 @@ struct MatmulInput {
     float eps = 0.0f;
     const float* up = nullptr;  // when set, the rows are swiglu(x, up): [n_tokens, n_in]
 };
-// Work on the rows one task of the product computes, run by the participant that runs the
-// task: before(ctx, m, o0, o1) ahead of computing rows [o0, o1) of matrix m (for every
-// token), after(ctx, m, o0, o1) once they are in ys[m] (and added to add_to[m]). Tasks start
-// and end on multiples of row_multiple within each matrix (whose n_out must be one), so the
-// rows of, say, one attention head are never split. Each row range of each matrix is given
-// to exactly one before / after pair; what the hooks write must not overlap between ranges.
-// (Q/K/V: the bias, RoPE and the KV-cache store of a task's heads, with no step of their own.)
+// Work on the rows one task of the product computes, run by the participant that ran the
+// task: after(ctx, m, o0, o1) once rows [o0, o1) of matrix m are in ys[m] for every token
+// (and added to add_to[m]). Tasks start and end on multiples of row_multiple within each
+// matrix (whose n_out must be one), so that, say, RoPE's pairs are never split. Each row range
+// of each matrix is given to exactly one call; what the calls write must not overlap between
+// ranges. (Q/K/V: the bias, RoPE and the KV-cache store of a task's rows, with no step of
+// their own.)
 struct MatmulEpilogue {
-    void (*before)(void* ctx, int m, int64_t o0, int64_t o1) = nullptr;  // optional
     void (*after)(void* ctx, int m, int64_t o0, int64_t o1) = nullptr;
     void* ctx = nullptr;
     int64_t row_multiple = 1;
@@ -97,18 +96,18 @@ void matmul_many(Region& r, const Weight* ws, int n, const MatmulInput& in, floa
 void matmul(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
             float* add_to = nullptr);
 
+// The rows of each matrix that this participant's own share of the tasks of
+// matmul_many(r, ws, n, ..., n_tokens) with that row_multiple covers: rows[m] = [first, end),
+// empty when none (or when the call runs each matrix on its own). Others may take some of
+// them once they are done with theirs: a hint for prefetching what the tasks' epilogue writes.
+void matmul_share_rows(const Region& r, const Weight* ws, int n, int64_t n_tokens,
+                       int64_t row_multiple, std::pair<int64_t, int64_t>* rows);
+
 // Tells this participant of r which matmul_many(r, ws, n, ..., n_tokens) comes next: its share
 // of those weights is then prefetched whenever it waits at the end of a step until that call
 // (Region::prefetch_next). Decode reads every matrix from DRAM, and a participant that
 // finished a step early, or waits through an op that reads no weights, would otherwise leave
 // the memory bus idle. Not collective; a hint only (results do not depend on it).
-// The rows of matrix m that this participant's own share of the tasks of
-// matmul_many(r, ws, n, ..., n_tokens) with that row_multiple covers: [first, end), empty
-// when none (or when the call runs each matrix on its own). Others may take some of them
-// once they are done with theirs; a hint for prefetching what the tasks' epilogue writes.
-std::pair<int64_t, int64_t> matmul_share_rows(const Region& r, const Weight* ws, int n,
-                                              int64_t n_tokens, int64_t row_multiple, int m);
-
 // row_multiple: the call's MatmulEpilogue::row_multiple (1 without one).
 void prefetch_next_matmul(Region& r, const Weight* ws, int n, int64_t n_tokens,
                           int64_t row_multiple = 1);
@@ -222,16 +221,12 @@ void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* 
 // (n_kv_head * head_dim floats each, of which [c0, c1) are read).
 void kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1, const int32_t* block_table,
                    const int32_t* pos, const float* src, int64_t n);
-// prefetch_kv_store of the lines kv_store_cols(kv, values, c0, c1, ...) writes.
+// Requests, for writing, the cache lines kv_store_cols(kv, values, c0, c1, block_table, pos,
+// ..., n) will write (K is stored transposed, so one row touches a line per two dimensions of
+// every kv head): called a little before the store, so that the lines, evicted since the
+// previous token wrote next to them, arrive meanwhile. A hint; results do not depend on it.
 void prefetch_kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1,
                             const int32_t* block_table, const int32_t* pos, int64_t n);
-
-// Requests, for writing, the cache lines kv_store(kv, block_table, pos, k, v, n) will write
-// (K is stored transposed, so one row touches a line per two dimensions of every kv head):
-// called a little before the store, so that the lines, evicted since the previous token
-// wrote next to them, arrive meanwhile. A hint; results do not depend on it.
-void prefetch_kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* pos,
-                       int64_t n);
 
 // The queries of one sequence in a batch: n_q rows at consecutive positions first_pos,
 // first_pos + 1, ...; row r attends causally to positions [0, first_pos + r], whose K/V must

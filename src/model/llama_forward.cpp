@@ -8,6 +8,7 @@
 // once per batch), then attention over the KV cache.
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "model/model.h"
 #include "util/error.h"
@@ -82,8 +83,7 @@ int64_t qkv_row_multiple(const HParams& hp, const ops::RopeParams& rope) {
 // fewer; every op's arithmetic unchanged). Tasks keep RoPE's pairs whole (Neox: whole heads).
 // The cache lines a participant's own K and V rows will write are requested before the
 // product (decode writes a line per two dimensions of K, all of them evicted since the
-// previous token wrote next to them): they arrive while it streams the weights (requested
-// at the start of their task instead, single-sequence decode lost 2-5%).
+// previous token wrote next to them): they arrive while it streams the weights.
 struct QkvEpilogue {
     const HParams& hp;
     const LayerWeights& l;
@@ -180,11 +180,11 @@ void qkv_step(Region& r, const HParams& hp, const LayerWeights& l, const ops::Ro
     QkvEpilogue e{hp, l, rope, cache, ws, qkv_out};
     const int64_t multiple = qkv_row_multiple(hp, rope);
     const auto weights = qkv_weights(l);
-    for (int m = 1; m <= 2; ++m) {
-        const auto [o0, o1] = ops::matmul_share_rows(r, weights.data(), 3, n, multiple, m);
-        if (o0 < o1) e.prefetch(m, o0, o1);
-    }
-    const ops::MatmulEpilogue epi{nullptr, &QkvEpilogue::after, &e, multiple};
+    std::pair<int64_t, int64_t> mine[3];
+    ops::matmul_share_rows(r, weights.data(), 3, n, multiple, mine);
+    for (int m = 1; m <= 2; ++m)
+        if (mine[m].first < mine[m].second) e.prefetch(m, mine[m].first, mine[m].second);
+    const ops::MatmulEpilogue epi{&QkvEpilogue::after, &e, multiple};
     r.set_op("qkv");
     ops::matmul_many(r, weights.data(), 3,
                      {.x = ws.x.data(), .norm = l.attn_norm.data(), .eps = hp.rms_eps}, qkv_out, n,

@@ -78,8 +78,11 @@ void check_rope(ops::RopeMode mode, int head_dim, int n_rot, float ext_factor) {
     }
 }
 
-TEST(Elementwise, RopeMatchesReference) {
-    for_each_target([] {
+// fn(mode, head_dim, n_rot) for both pairings, head sizes from 2 to 128 and full, half and
+// minimal rotations, on every target.
+template <class Fn>
+void for_each_rope_shape(Fn&& fn) {
+    for_each_target([&] {
         for (ops::RopeMode mode : {ops::RopeMode::Norm, ops::RopeMode::Neox})
             for (int head_dim : {2, 6, 32, 48, 64, 80, 128})
                 for (int n_rot : {2, head_dim / 2 + (head_dim / 2) % 2, head_dim}) {
@@ -87,9 +90,15 @@ TEST(Elementwise, RopeMatchesReference) {
                     SCOPED_TRACE(::testing::Message()
                                  << "head_dim " << head_dim << " n_rot " << n_rot << " neox "
                                  << (mode == ops::RopeMode::Neox));
-                    check_rope(mode, head_dim, n_rot, 0.0f);
-                    check_rope(mode, head_dim, n_rot, 1.0f);
+                    fn(mode, head_dim, n_rot);
                 }
+    });
+}
+
+TEST(Elementwise, RopeMatchesReference) {
+    for_each_rope_shape([](ops::RopeMode mode, int head_dim, int n_rot) {
+        check_rope(mode, head_dim, n_rot, 0.0f);
+        check_rope(mode, head_dim, n_rot, 1.0f);
     });
 }
 
@@ -127,17 +136,7 @@ void check_rope_cols(ops::RopeMode mode, int head_dim, int n_rot) {
 }
 
 TEST(Elementwise, RopeColumnsAreBitIdenticalToRows) {
-    for_each_target([] {
-        for (ops::RopeMode mode : {ops::RopeMode::Norm, ops::RopeMode::Neox})
-            for (int head_dim : {2, 6, 32, 48, 64, 80, 128})
-                for (int n_rot : {2, head_dim / 2 + (head_dim / 2) % 2, head_dim}) {
-                    if (n_rot <= 0 || n_rot > head_dim || n_rot % 2) continue;
-                    SCOPED_TRACE(::testing::Message()
-                                 << "head_dim " << head_dim << " n_rot " << n_rot << " neox "
-                                 << (mode == ops::RopeMode::Neox));
-                    check_rope_cols(mode, head_dim, n_rot);
-                }
-    });
+    for_each_rope_shape(check_rope_cols);
 }
 
 TEST(Elementwise, RopeColumnsRejectSplitPairs) {

@@ -230,29 +230,24 @@ TEST(Matmul, FusedInputsAndResidualEqualSeparateOps) {
     }
 }
 
-// The epilogue hooks (ops::MatmulEpilogue): every row of every matrix in exactly one task
-// range, ranges on multiples of row_multiple, `before` ahead of the range's `after`, and
-// `after` seeing the range's final outputs (the residual added); over the paths: matrix-
-// vector, interleaved, packed, one matrix at a time (mixed types).
+// The epilogue hook (ops::MatmulEpilogue): every row of every matrix in exactly one task
+// range, ranges on multiples of row_multiple, the hook seeing the range's final outputs (the
+// residual added); over the paths: matrix-vector, interleaved, packed, one matrix at a time
+// (mixed types).
 TEST(Matmul, EpilogueSeesEveryTaskRangeOnceWhenComputed) {
     ThreadPool pool(2);
     struct Log {
         std::mutex mu;
-        std::vector<std::array<int64_t, 4>> calls;  // {m, o0, o1, after}
+        std::vector<std::array<int64_t, 3>> calls;  // {m, o0, o1}
         const std::vector<float>* ys[2];
         const std::vector<float>* sums[2];
         int64_t n_tokens = 0, n_out[2] = {};
         bool values_ok = true;
     };
-    const auto before = [](void* ctx, int m, int64_t o0, int64_t o1) {
-        auto& log = *static_cast<Log*>(ctx);
-        std::lock_guard<std::mutex> lock(log.mu);
-        log.calls.push_back({m, o0, o1, 0});
-    };
     const auto after = [](void* ctx, int m, int64_t o0, int64_t o1) {
         auto& log = *static_cast<Log*>(ctx);
         std::lock_guard<std::mutex> lock(log.mu);
-        log.calls.push_back({m, o0, o1, 1});
+        log.calls.push_back({m, o0, o1});
         // Final values: the residual sum is y + 1 wherever y was written (resid starts at 1).
         for (int64_t t = 0; t < log.n_tokens; ++t)
             for (int64_t o = o0; o < o1; ++o) {
@@ -283,7 +278,7 @@ TEST(Matmul, EpilogueSeesEveryTaskRangeOnceWhenComputed) {
                     Log log;
                     log.ys[0] = &y0, log.ys[1] = &y1, log.sums[0] = &s0, log.sums[1] = &s1;
                     log.n_tokens = n_tokens, log.n_out[0] = n_out[0], log.n_out[1] = n_out[1];
-                    const ops::MatmulEpilogue epi{+before, +after, &log, row_multiple};
+                    const ops::MatmulEpilogue epi{+after, &log, row_multiple};
                     float* const ys[2] = {y0.data(), y1.data()};
                     float* const sums[2] = {s0.data(), s1.data()};
                     run_region(&pool, [&](Region& r) {
@@ -296,15 +291,10 @@ TEST(Matmul, EpilogueSeesEveryTaskRangeOnceWhenComputed) {
                     EXPECT_TRUE(log.values_ok);
                     for (int m = 0; m < 2; ++m) {
                         std::vector<int> covered(size_t(n_out[m]), 0);
-                        for (size_t i = 0; i < log.calls.size(); ++i) {
-                            const auto& c = log.calls[i];
-                            if (c[0] != m || c[3] != 1) continue;
+                        for (const auto& c : log.calls) {
+                            if (c[0] != m) continue;
                             EXPECT_EQ(c[1] % row_multiple, 0);
                             EXPECT_EQ(c[2] % row_multiple, 0);
-                            bool before_seen = false;
-                            for (size_t j = 0; j < i; ++j)
-                                before_seen |= log.calls[j] == std::array<int64_t, 4>{m, c[1], c[2], 0};
-                            EXPECT_TRUE(before_seen);
                             for (int64_t o = c[1]; o < c[2]; ++o) covered[size_t(o)]++;
                         }
                         for (int64_t o = 0; o < n_out[m]; ++o)
