@@ -122,9 +122,10 @@ void BM_MatmulQkv(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulQkv)->Arg(0)->Arg(1)->ArgName("fused")->UseRealTime();
 
-// A forward pass's worth of products in one region: 134 interleaved Q8_0 1536x576 matrices
-// (the 135M model's bytes) one after the other, each participant prefetching its share of
-// the next one while it waits (as the forward pass does), for `tokens` tokens. resident = 1:
+// A forward pass's worth of products in one region: 134 interleaved Q8_0 matrices of one
+// shape, gate/up's 1536x576 or down's 576x1536 (the 135M model's bytes), one after the other,
+// each participant prefetching its share of the next one while it waits (as the forward pass
+// does), for `tokens` tokens. resident = 1:
 // the same matrix every time (in L2: the arithmetic alone); 0: 134 copies (streamed from the
 // last-level cache or DRAM). Time per matrix; streamed against resident shows how far the
 // weight stream and the arithmetic overlap (src/kernels/README.md).
@@ -132,7 +133,7 @@ void BM_MatmulSequence(benchmark::State& state) {
     const int64_t n_tokens = state.range(0);
     const bool resident = state.range(1) != 0;
     constexpr int kMats = 134;
-    const int64_t n_in = 576, n_out = 1536;
+    const int64_t n_out = state.range(2), n_in = state.range(3);
     const size_t rb = row_bytes(DType::Q8_0, n_in), bytes = rb * size_t(n_out);
     const auto f = random_floats(size_t(n_in * n_out), 5);
     std::vector<uint8_t> file(bytes);
@@ -158,11 +159,15 @@ void BM_MatmulSequence(benchmark::State& state) {
     state.SetBytesProcessed(int64_t(state.iterations()) * kMats * int64_t(bytes));
 }
 BENCHMARK(BM_MatmulSequence)
-    ->Args({1, 0})
-    ->Args({1, 1})
-    ->Args({8, 0})
-    ->Args({8, 1})
-    ->ArgNames({"tokens", "resident"})
+    ->Args({1, 0, 1536, 576})
+    ->Args({1, 1, 1536, 576})
+    ->Args({8, 0, 1536, 576})
+    ->Args({8, 1, 1536, 576})
+    ->Args({1, 0, 576, 1536})
+    ->Args({1, 1, 576, 1536})
+    ->Args({8, 0, 576, 1536})
+    ->Args({8, 1, 576, 1536})
+    ->ArgNames({"tokens", "resident", "n_out", "n_in"})
     ->UseRealTime();
 
 // The engine's paged F16 cache (kv::KvStorage) with the 135M model's shape (30 layers, 3 kv

@@ -120,7 +120,8 @@ void print_or_collect(const BenchOptions& o, json& j, const std::string& key, do
 
 // Where a decode step's time goes, op by op (`bench model --profile`): n sequences over the
 // shared prompt decode with every region step timed (kernels/step_profile.h). Per op: its
-// time on tasks and waiting at step ends, per forward pass, averaged over the participants.
+// time on tasks and waiting at step ends, per forward pass, averaged over the participants,
+// and the time on tasks of the busiest one (how evenly the op splits).
 void profile_decode(const BenchOptions& o, const Model& model, const std::vector<int32_t>& prompt,
                     int n, json& j) {
     EngineConfig c = engine_config(o, true, true, n);
@@ -133,24 +134,31 @@ void profile_decode(const BenchOptions& o, const Model& model, const std::vector
     if (!o.json_out)
         std::printf(
             "\nprofile: %d sequence(s) decoding, %lld passes, us per pass (mean of %d "
-            "participants)\n  %-28s %9s %9s %7s\n",
-            n, (long long)p.regions(), np, "op", "work", "wait", "steps");
+            "participants; busiest: the most work of one)\n  %-28s %9s %9s %9s %7s\n",
+            n, (long long)p.regions(), np, "op", "work", "wait", "busiest", "steps");
     json rows = json::array();
     double total_work = 0, total_wait = 0;
     for (const StepProfile::Op& op : p.ops()) {
-        double work = 0, wait = 0;
+        double work = 0, wait = 0, busiest = 0;
         for (int i = 0; i < np; ++i) {
             work += op.work_ns[size_t(i)] / np;
             wait += op.wait_ns[size_t(i)] / np;
+            busiest = std::max(busiest, op.work_ns[size_t(i)]);
         }
         work *= 1e-3 / passes;
         wait *= 1e-3 / passes;
+        busiest *= 1e-3 / passes;
         total_work += work;
         total_wait += wait;
         const double steps = double(op.steps) / passes;
-        rows.push_back({{"op", op.name}, {"work_us", work}, {"wait_us", wait}, {"steps", steps}});
+        rows.push_back({{"op", op.name},
+                        {"work_us", work},
+                        {"wait_us", wait},
+                        {"busiest_work_us", busiest},
+                        {"steps", steps}});
         if (!o.json_out)
-            std::printf("  %-28s %9.1f %9.1f %7.1f\n", op.name.c_str(), work, wait, steps);
+            std::printf("  %-28s %9.1f %9.1f %9.1f %7.1f\n", op.name.c_str(), work, wait, busiest,
+                        steps);
     }
     if (!o.json_out) std::printf("  %-28s %9.1f %9.1f\n", "total", total_work, total_wait);
     j["profile_" + std::to_string(n)] = rows;
