@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -135,13 +136,6 @@ void epilogue_after(const MatmulEpilogue* epi, int m, int64_t o0, int64_t o1) {
     if (epi && epi->after) epi->after(epi->ctx, m, o0, o1);
 }
 
-// a multiple of both a and b (> 0).
-int64_t lcm(int64_t a, int64_t b) {
-    int64_t x = a, y = b;
-    while (y) x = std::exchange(y, x % y);
-    return a / x * b;
-}
-
 // The reference path for weight types without a SIMD kernel on this target: activations in
 // the reference block format, one vec_dot_act per output value.
 void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y, int64_t n_tokens,
@@ -155,7 +149,7 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
         quantize_row(at, input_rows(in, w.n_in, t, t + 1, tmp), xa + size_t(t) * xa_bytes, w.n_in);
     });
     r.set_phase(nullptr);
-    const int64_t rows_per_task = lcm(16, epi ? epi->row_multiple : 1);
+    const int64_t rows_per_task = std::lcm(int64_t(16), epi ? epi->row_multiple : int64_t(1));
     r.for_each((w.n_out + rows_per_task - 1) / rows_per_task, [&](int64_t task) {
         const int64_t o0 = task * rows_per_task, o1 = std::min(w.n_out, o0 + rows_per_task);
         auto* tmp = static_cast<uint8_t*>(r.thread_scratch(row_bytes(w.type, w.n_in)));
@@ -199,7 +193,7 @@ struct MatmulPlan {
     ActLayout l;
     size_t packed_bytes = 0;  // Packed: bytes of one packed vector
     int64_t total_rows = 0;
-    int64_t task_rows = 0;  // rows per task, depends on the participants
+    int64_t task_rows = 0;     // rows per task, depends on the participants
     int64_t row_multiple = 1;  // of every task boundary (an epilogue's)
 };
 
@@ -253,7 +247,7 @@ int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
     if (p.path == MatmulPath::Rows)
         return rows_per_task(
             p.total_rows, r.size(), 6,
-            lcm(p.interleaved ? kInterleaveRows : kern::gemv_row_group(), p.row_multiple));
+            std::lcm(p.interleaved ? kInterleaveRows : kern::gemv_row_group(), p.row_multiple));
     // Up to a vector of tokens the kernels stream the weights (about the time of reading
     // them), and every task starts cold, its first rows waiting on DRAM: one task per
     // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
@@ -261,8 +255,9 @@ int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
     // take whole groups of 16 rows, 8 (576 rows in tasks of 80 gave one participant 320).
     const bool small = n_tokens <= int64_t(kern::gemm_token_lanes());
     const int per_participant = small ? 1 : p.any_interleaved ? 8 : 4;
-    return rows_per_task(p.total_rows, r.size(), per_participant,
-                         lcm(p.any_interleaved ? kInterleaveRows : 4, p.row_multiple));
+    return rows_per_task(
+        p.total_rows, r.size(), per_participant,
+        std::lcm(p.any_interleaved ? kInterleaveRows : int64_t(4), p.row_multiple));
 }
 
 // The weight bytes this participant reads first under plan p: its share of the tasks, up to

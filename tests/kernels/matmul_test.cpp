@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -255,7 +256,8 @@ TEST(Matmul, EpilogueSeesEveryTaskRangeOnceWhenComputed) {
                 if ((*log.sums[m])[at] != (*log.ys[m])[at] + 1.0f) log.values_ok = false;
             }
     };
-    for (auto [t0, t1] : {std::pair{DType::Q8_0, DType::Q8_0}, {DType::Q4_K, DType::Q4_K},
+    for (auto [t0, t1] : {std::pair{DType::Q8_0, DType::Q8_0},
+                          {DType::Q4_K, DType::Q4_K},
                           {DType::Q8_0, DType::F16}}) {
         for (bool interleave : {false, true}) {
             if (interleave && t0 != t1) continue;
@@ -273,7 +275,10 @@ TEST(Matmul, EpilogueSeesEveryTaskRangeOnceWhenComputed) {
             for (int64_t row_multiple : {int64_t(1), int64_t(2), int64_t(64)}) {
                 for (int64_t n_tokens : {1, 3, 8, 21, 40}) {
                     const auto x = random_floats(size_t(n_in * n_tokens), 9, -2.0f, 2.0f);
-                    std::vector<float> y0(size_t(n_out[0] * n_tokens)), y1(size_t(n_out[1] * n_tokens));
+                    // NaN until computed: a hook run before its rows were would see it.
+                    const float nan = std::numeric_limits<float>::quiet_NaN();
+                    std::vector<float> y0(size_t(n_out[0] * n_tokens), nan);
+                    std::vector<float> y1(size_t(n_out[1] * n_tokens), nan);
                     std::vector<float> s0(y0.size(), 1.0f), s1(y1.size(), 1.0f);
                     Log log;
                     log.ys[0] = &y0, log.ys[1] = &y1, log.sums[0] = &s0, log.sums[1] = &s1;
