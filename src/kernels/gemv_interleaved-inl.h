@@ -112,7 +112,7 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
     for (int64_t k = 0; k < n_blocks; ++k) {
         const uint8_t* b = group + size_t(k) * kBlock;
         const uint8_t* want = b + kBlock + kStreamPrefetchBytes;
-        for (; pf < want && pf < pf_end; pf += 64) __builtin_prefetch(pf, 0, 2);  // into L2
+        for (; pf < want && pf < pf_end; pf += 64) prefetch_stream(pf);
         const size_t at_q = size_t(k) * 32;
         const size_t at_d = l.scale_offset + size_t(k) * 4, at_c = l.corr_offset + size_t(k) * 4;
         for (size_t h = 0; h < kI16Vecs; ++h) {

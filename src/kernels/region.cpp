@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "kernels/line_prefetch.h"
 #include "kernels/matmul_act.h"
 #include "kernels/spin.h"
 #include "util/error.h"
@@ -75,7 +76,7 @@ void Region::step_end(int64_t n_done, int64_t t0) {
     constexpr int kLinesPerCheck = 8;
     while (pf_next_ < pf_end_ && done.load(std::memory_order_acquire) < target) {
         for (int i = 0; i < kLinesPerCheck && pf_next_ < pf_end_; ++i, pf_next_ += 64)
-            __builtin_prefetch(pf_next_, 0, 3);
+            prefetch_stream(pf_next_);
     }
     spin_until([&] { return done.load(std::memory_order_acquire) >= target; });
     done_base_ = target;
