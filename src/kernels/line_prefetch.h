@@ -27,7 +27,7 @@ constexpr size_t kStreamPrefetchBytes = TROUPE_PREFETCH_BYTES;
 // non-temporal hint (x86 prefetchnta, Arm PLDL1STRM), so that those lines displace less of
 // what is read again from the caches (the KV cache, activations, partial states); a pass's
 // 126 MB of weights are never reused from a 32 MB cache anyway. On Zen 5, against prefetches
-// into L2, the attention of 8 sequences over a shared prefix took 9-14% less time in three
+// into L2, the attention of 8 sequences over a shared prefix took 6-14% less time in three
 // alternating series of `bench model --profile`; the products did not change beyond noise.
 inline void prefetch_stream(const void* p) {
     __builtin_prefetch(p, 0, 0);

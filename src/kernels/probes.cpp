@@ -19,10 +19,9 @@ namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Sum of n floats (n a multiple of 8 vectors), eight independent accumulators, prefetching
-// as far ahead as the streaming kernels and the same way (kStreamPrefetchBytes,
-// prefetch_stream): with the hardware prefetcher
-// alone the probe read ~10% less than those kernels stream on the development machine, which
-// put decode above "100% of the roofline".
+// as far ahead as the streaming kernels, and the same way (kStreamPrefetchBytes,
+// prefetch_stream): with the hardware prefetcher alone the probe read ~10% less than those
+// kernels stream on the development machine, which put decode above "100% of the roofline".
 float ReadSum(const float* HWY_RESTRICT p, size_t n) {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
