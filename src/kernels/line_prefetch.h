@@ -35,10 +35,12 @@ inline void prefetch_stream(const void* p) {
 
 // Requests the line at p of a stream that a compute-bound pass consumes slowly (the weights of
 // batched decode, several tokens per weight line), into L2 (x86 prefetcht1, Arm PLDL2KEEP).
-// With the non-temporal hint those lines arrive in L1 only, and on Zen 4 (32 KiB L1) many
-// were gone again before the pass reached them: 8-sequence decode on Zen 4, 6 alternating
-// pairs of `bench model`, aggregate 656 -> 818 tok/s (medians), gate+up 2,300-3,070 ->
-// 1,730-1,830 us per pass with the hint into L2 in all passes.
+// Measured on Zen 4 (32 KiB L1), where with the non-temporal hint streaming and arithmetic did
+// not overlap (8 tokens, 1536x576: 26.5 us a matrix resident, 55 streamed): 6 alternating
+// triples of `bench model`, 8-sequence aggregate 656 -> 818 tok/s (medians); 4 pairs of
+// `--profile` with the hint into L2 in all passes, gate+up 2,330-3,070 -> 1,730-1,830 us per
+// pass. Why the non-temporal lines come too late there (arriving in L1 only and evicted
+// before use is the guess) is not measured.
 inline void prefetch_held(const void* p) {
     __builtin_prefetch(p, 0, 2);
 }
