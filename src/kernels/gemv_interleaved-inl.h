@@ -85,8 +85,7 @@ HWY_INLINE hn::Vec<I16DI> I16Dot(hn::Vec<I16D8> w, const uint8_t* xq, hn::Vec<I1
 
 // One pass over a row group of a Q8_0 or Q4_0 weight: T tokens (rows a[0 .. T)), y[t * ldy +
 // r] for its 16 rows. Prefetches the lines from pf on up to kStreamPrefetchBytes past each
-// block read, never at or past pf_end (the stream then stops): into L1 non-temporal for one
-// token, into L2 for more.
+// block read, never at or past pf_end (the stream then stops), into L2 (prefetch_stream).
 //   Q8_0: 8 groups of 4 values per block; with VNNI the token's block starts at -128 sum(x).
 //   Q4_0: 4 vectors of nibbles per block, vector p holding group p (values 4p ..) in its low
 //         nibbles and group p + 4 (values 16 + 4p ..) in its high ones; the block starts at
@@ -113,12 +112,7 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
     for (int64_t k = 0; k < n_blocks; ++k) {
         const uint8_t* b = group + size_t(k) * kBlock;
         const uint8_t* want = b + kBlock + kStreamPrefetchBytes;
-        // One token streams (non-temporal hint); more hold each line longer (line_prefetch.h).
-        if constexpr (T == 1) {
-            for (; pf < want && pf < pf_end; pf += 64) prefetch_stream(pf);
-        } else {
-            for (; pf < want && pf < pf_end; pf += 64) prefetch_held(pf);
-        }
+        for (; pf < want && pf < pf_end; pf += 64) prefetch_stream(pf);
         const size_t at_q = size_t(k) * 32;
         const size_t at_d = l.scale_offset + size_t(k) * 4, at_c = l.corr_offset + size_t(k) * 4;
         for (size_t h = 0; h < kI16Vecs; ++h) {

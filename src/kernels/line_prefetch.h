@@ -23,25 +23,20 @@ namespace troupe {
 #endif
 constexpr size_t kStreamPrefetchBytes = TROUPE_PREFETCH_BYTES;
 
-// Requests the line at p of a stream read once per pass (the weights of decode), with the
-// non-temporal hint (x86 prefetchnta, Arm PLDL1STRM), so that those lines displace less of
-// what is read again from the caches (the KV cache, activations, partial states); a pass's
-// 126 MB of weights are never reused from a 32 MB cache anyway. On Zen 5, against prefetches
-// into L2, the attention of 8 sequences over a shared prefix took 6-14% less time in three
-// alternating series of `bench model --profile`; the products did not change beyond noise.
+// Requests the line at p of a stream of weights (read once per pass, from DRAM or the last-level
+// cache) into L2 (x86 prefetcht1, Arm PLDL2KEEP): the interleaved kernels, Region::prefetch_next
+// and the read probe. Why L2 and not the non-temporal hint (prefetchnta, PLDL1STRM), which these
+// used for a while: on an Intel Xeon host (Sapphire Rapids class, 2 MiB L2, 48 KiB L1) they capped
+// reads at ~5.5 GB/s a thread (such prefetches fill L1 only, so L1's few miss buffers bound the
+// lines in flight: the likely cause, not measured). Three alternating triples of `bench model`
+// there: the 512 MiB read probe 11.0 -> 28.7 GB/s, single decode of the 135M model 65-70 ->
+// 234-274 tok/s, the 8-sequence aggregate unchanged (840-859 / 836-893). On Zen 4 the hint into L2
+// in batched passes had taken the 8-sequence aggregate 656 -> 818 tok/s (medians of 6 pairs:
+// non-temporal lines came too late there). On Zen 5 the non-temporal hint had been ahead:
+// 8-sequence attention 6-14% less time (the weights pushed less of the KV cache out of L3),
+// single decode of the tiny model (weights in L3) +20-25%. One hint for every CPU: Zen 5 loses
+// a fifth where it mattered, Intel had lost three quarters.
 inline void prefetch_stream(const void* p) {
-    __builtin_prefetch(p, 0, 0);
-}
-
-// Requests the line at p of a stream that a compute-bound pass consumes slowly (the weights of
-// batched decode, several tokens per weight line), into L2 (x86 prefetcht1, Arm PLDL2KEEP).
-// Measured on Zen 4 (32 KiB L1), where with the non-temporal hint streaming and arithmetic did
-// not overlap (8 tokens, 1536x576: 26.5 us a matrix resident, 55 streamed): 6 alternating
-// triples of `bench model`, 8-sequence aggregate 656 -> 818 tok/s (medians); 4 pairs of
-// `--profile` with the hint into L2 in all passes, gate+up 2,330-3,070 -> 1,730-1,830 us per
-// pass. Why the non-temporal lines come too late there (arriving in L1 only and evicted
-// before use is the guess) is not measured.
-inline void prefetch_held(const void* p) {
     __builtin_prefetch(p, 0, 2);
 }
 
