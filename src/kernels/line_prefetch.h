@@ -28,14 +28,14 @@ constexpr size_t kStreamPrefetchBytes = TROUPE_PREFETCH_BYTES;
 // and the read probe. Why L2 and not the non-temporal hint (prefetchnta, PLDL1STRM), which these
 // used for a while: on an Intel Xeon host (Sapphire Rapids class, 2 MiB L2, 48 KiB L1) they capped
 // reads at ~5.5 GB/s a thread (such prefetches fill L1 only, so L1's few miss buffers bound the
-// lines in flight: the likely cause, not measured). Three alternating triples of `bench model`
-// there: the 512 MiB read probe 11.0 -> 28.7 GB/s, single decode of the 135M model 65-70 ->
-// 234-274 tok/s, the 8-sequence aggregate unchanged (840-859 / 836-893). On Zen 4 the hint into L2
-// in batched passes had taken the 8-sequence aggregate 656 -> 818 tok/s (medians of 6 pairs:
-// non-temporal lines came too late there). On Zen 5 the non-temporal hint had been ahead:
-// 8-sequence attention 6-14% less time (the weights pushed less of the KV cache out of L3),
-// single decode of the tiny model (weights in L3) +20-25%. One hint for every CPU: Zen 5 loses
-// a fifth where it mattered, Intel had lost three quarters.
+// lines in flight: the likely cause, not measured). There, the 512 MiB read probe 11.2 -> 28.7
+// GB/s (one pair); three alternating rounds of `bench model`: single decode of the 135M model
+// 65-70 -> 251-274 tok/s, the 8-sequence aggregate unchanged (840-859 / 836-893). On Zen 4 the
+// hint into L2 in batched passes had taken the 8-sequence aggregate 656 -> 818 tok/s (medians of 6
+// pairs: non-temporal lines came too late there). On Zen 5 the non-temporal hint had been ahead:
+// 8-sequence attention 6-14% less time (the weights pushed less of the KV cache out of L3), single
+// decode of the tiny model (weights in L3) +20-25%. One hint for every CPU: Zen 5 loses a fifth
+// where it mattered, Intel had lost three quarters.
 inline void prefetch_stream(const void* p) {
     __builtin_prefetch(p, 0, 2);
 }
