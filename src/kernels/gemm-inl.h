@@ -272,7 +272,7 @@ HWY_INLINE void PrepareRow(const uint8_t* row, int64_t n_blocks, RowBlock* rb, u
 // The 16 rows of group g of an Interleaved16 weight (kernels/weight_layout.h), block by
 // block: rb[r * n_blocks + k] for row 16 g + r, whose 4 signed levels of group j are at
 // rb.bytes + 64 j (the micro-kernel reads them with that stride). Q8_0: the values where they
-// are (32 + 64 j + 4 r of the block). Q4_0: the nibbles unpacked to w = q - 8 into levels
+// are (64 j + 4 r from the block's values). Q4_0: the nibbles unpacked to w = q - 8 into levels
 // ([n_blocks][8][16][4] bytes, the same arrangement). With VNNI each block's 16 weight sums
 // come from one dot product per group against ones (lane r: row r), in registers.
 HWY_INLINE void PrepareInterleavedGroup(const ops::Weight& w, int64_t g, RowBlock* rb,
@@ -281,13 +281,12 @@ HWY_INLINE void PrepareInterleavedGroup(const ops::Weight& w, int64_t g, RowBloc
     const hn::Repartition<uint16_t, GF> d16;
     const size_t L = hn::Lanes(di);
     const int64_t n_blocks = w.n_in / 32;
-    const size_t kb = ops::interleaved_block_bytes(w.type);
     const bool q4 = w.type == DType::Q4_0;
     const uint8_t* group = w.data + size_t(g) * size_t(ops::kInterleaveRows) * w.row_stride;
     HWY_ALIGN int32_t sums[ops::kInterleaveRows];
     for (int64_t k = 0; k < n_blocks; ++k) {
-        const uint8_t* b = group + size_t(k) * kb;
-        const uint8_t* q = b + 32;  // [8][16][4] signed levels
+        const uint8_t* b = group + ops::interleaved_scales_at(k);  // 16 scales
+        const uint8_t* q = group + ops::interleaved_values_at(w.type, n_blocks, k);  // [8][16][4]
         if (q4) {
             uint8_t* out = levels + size_t(k) * 512;
             for (size_t i = 0; i < 256; i += 4 * L) {  // nibble vectors: groups p and p + 4

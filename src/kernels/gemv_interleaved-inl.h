@@ -25,11 +25,13 @@
 #define TROUPE_KERNELS_GEMV_INTERLEAVED_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kernels/amx.h"
 #include "kernels/dot-inl.h"
 #include "kernels/line_prefetch.h"
 #include "kernels/matmul_act.h"
@@ -99,7 +101,7 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
     const I16D8 d8;
     const hn::Repartition<uint16_t, I16D8> d16;
     constexpr size_t L = hn::MaxLanes(I16DF());
-    constexpr size_t kBlock = ops::interleaved_block_bytes(kType);
+    constexpr size_t kValues = ops::interleaved_value_bytes(kType);
     // One base pointer per token and byte offsets shared by all of them (block k's values
     // at 32 k, its scale at scale_offset + 4 k, -128 times its sum at corr_offset + 4 k): few
     // registers for addresses, so the tokens' accumulators keep theirs.
@@ -110,8 +112,9 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
     for (size_t h = 0; h < kI16Vecs; ++h)
         for (int t = 0; t < T; ++t) acc[h][t] = hn::Zero(df);
     for (int64_t k = 0; k < n_blocks; ++k) {
-        const uint8_t* b = group + size_t(k) * kBlock;
-        const uint8_t* want = b + kBlock + kStreamPrefetchBytes;
+        const uint8_t* b = group + ops::interleaved_scales_at(k);  // 16 f16 scales
+        const uint8_t* qk = group + ops::interleaved_values_at(kType, n_blocks, k);
+        const uint8_t* want = qk + kValues + kStreamPrefetchBytes;
         for (; pf < want && pf < pf_end; pf += 64) prefetch_stream(pf);
         const size_t at_q = size_t(k) * 32;
         const size_t at_d = l.scale_offset + size_t(k) * 4, at_c = l.corr_offset + size_t(k) * 4;
@@ -130,7 +133,7 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
                     is[t] = hn::Zero(di);
                 }
             }
-            const uint8_t* q = b + 32 + h * L * 4;
+            const uint8_t* q = qk + h * L * 4;
             if constexpr (kType == DType::Q4_0) {
                 for (size_t p = 0; p < 4; ++p) {
                     const auto v = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * p));
@@ -188,19 +191,42 @@ HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
     }
 }
 
+// Fewest tokens for which the AVX3_DL target hands Q8_0 to the AMX kernel when it is usable.
+#ifndef TROUPE_AMX_MIN_TOKENS
+#define TROUPE_AMX_MIN_TOKENS 2
+#endif
+constexpr int64_t kAmxMinTokens = TROUPE_AMX_MIN_TOKENS;
+
 // Rows [o0, o1) (multiples of 16) of an Interleaved16 Q8_0 or Q4_0 weight times tokens
-// [t0, t1) of
-// the converted rows `act`: y[t * w.n_out + o]. Prefetching runs ahead of the
+// [t0, t1) of the converted rows `act`: y[t * w.n_out + o]. Prefetching runs ahead of the
 // groups read, from stream.next on (restarted at row o0 when stream.next is not within
 // [row o0, stream.end)), never at or past stream.end (at least row o1), as Gemv32Rows does.
+// scratch: GemvScratch's bytes (the AMX kernel packs the activations there).
 HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
                                 ops::kern::WeightStream& stream, const uint8_t* act,
-                                const ops::ActLayout& l, int64_t t0, int64_t t1, float* y) {
+                                const ops::ActLayout& l, int64_t t0, int64_t t1, float* y,
+                                uint8_t* scratch) {
     const size_t group_bytes = size_t(ops::kInterleaveRows) * w.row_stride;
     const uint8_t* begin = w.data + size_t(o0) * w.row_stride;
     const uint8_t* end = w.data + size_t(o1) * w.row_stride;
     if (stream.end < end) stream.end = end;
     if (stream.next < begin || stream.next > stream.end) stream.next = begin;
+#if HWY_TARGET == HWY_AVX3_DL
+    // Q8_0 batches on CPUs with AMX: tile dot products, 8 tokens a pass (amx.h).
+    if (w.type == DType::Q8_0 && t1 - t0 >= kAmxMinTokens && kernels::amx::usable()) {
+        for (int64_t t = t0; t < t1; t += kernels::amx::kMaxTokens) {
+            const int n = int(std::min<int64_t>(t1 - t, kernels::amx::kMaxTokens));
+            const uint8_t* pf_end = t == t0 ? stream.end : stream.next;
+            kernels::amx::gemv_q8_0_groups(w.data, group_bytes, o0 / ops::kInterleaveRows,
+                                           o1 / ops::kInterleaveRows, act + size_t(t) * l.row_bytes,
+                                           l, n, y + t * w.n_out + o0, w.n_out, scratch,
+                                           stream.next, pf_end);
+        }
+        return;
+    }
+#else
+    (void)scratch;
+#endif
     const uint8_t* rows[kI16Tile];
     for (int64_t o = o0; o < o1; o += ops::kInterleaveRows) {
         const uint8_t* group = w.data + size_t(o / ops::kInterleaveRows) * group_bytes;

@@ -68,7 +68,7 @@ HWY_INLINE void GemvAnyType(const ops::Weight& wt, int64_t o0, int64_t o1,
                             ops::kern::WeightStream& stream, const uint8_t* act, int64_t t0,
                             int64_t t1, const ops::ActLayout& l, float* y, uint8_t* scratch) {
     if (wt.layout == ops::WeightLayout::Interleaved16)  // all the tokens in one pass
-        return GemvInterleaved(wt, o0, o1, stream, act, l, t0, t1, y);
+        return GemvInterleaved(wt, o0, o1, stream, act, l, t0, t1, y, scratch);
     for (int64_t tb = t0; tb < t1; tb += kMaxGemvTokens) {
         const int n = int(t1 - tb < kMaxGemvTokens ? t1 - tb : kMaxGemvTokens);
         GemvActs a;
@@ -123,6 +123,10 @@ HWY_INLINE void GemvAnyType(const ops::Weight& wt, int64_t o0, int64_t o1,
 size_t GemvScratch(const ops::Weight& w, int64_t n_tokens) {
 #if HWY_TARGET != HWY_SCALAR
     const int t = int(n_tokens < kMaxGemvTokens ? n_tokens : kMaxGemvTokens);
+#if HWY_TARGET == HWY_AVX3_DL
+    if (w.layout == ops::WeightLayout::Interleaved16 && w.type == DType::Q8_0)
+        return std::max(Gemv32ScratchBytes(w.n_in / 32, t), kernels::amx::scratch_bytes(w.n_in / 32));
+#endif
     return Gemv32ScratchBytes(w.n_in / 32, t);
 #else
     (void)w, (void)n_tokens;

@@ -17,6 +17,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "hwy/targets.h"
+#include "kernels/amx.h"
 #include "kernels/targets.h"
 #include "util/error.h"
 
@@ -34,6 +35,14 @@ std::vector<SimdTarget> available_targets() {
 SimdTarget active_target() {
     const int64_t t = HWY_DYNAMIC_DISPATCH(CompiledTarget)();
     return {t, hwy::TargetName(t)};
+}
+
+bool amx_in_use() {
+    return active_target().id == HWY_AVX3_DL && amx::usable();
+}
+
+std::string active_units() {
+    return active_target().name + (amx_in_use() ? " + AMX" : "");
 }
 
 ScopedTarget::ScopedTarget(int64_t target_id) {

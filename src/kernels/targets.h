@@ -19,6 +19,13 @@ std::vector<SimdTarget> available_targets();
 // The target the dispatched ops use now (the best available unless a ScopedTarget is alive).
 SimdTarget active_target();
 
+// Whether the batched Q8_0 products of interleaved weights run on Intel AMX tiles
+// (kernels/amx.h: Sapphire Rapids and later, the AVX3_DL target active, TROUPE_AMX=1).
+bool amx_in_use();
+
+// The active target's name, with " + AMX" when amx_in_use(): what benchmarks report.
+std::string active_units();
+
 // While alive, every dispatched op runs the given target's kernels (which must be in
 // available_targets()). Not thread-safe: for tests and benchmarks, one at a time.
 class ScopedTarget {

@@ -19,15 +19,15 @@ bool can_interleave(const Weight& w) {
 
 namespace {
 
-// The bytes of block k of row group g, and where row r's scale and 4-byte group j are in it.
-uint8_t* group_block(uint8_t* data, DType type, int64_t n_blocks, int64_t g, int64_t k) {
-    return data + size_t(g * n_blocks + k) * interleaved_block_bytes(type);
+// Row group g's bytes, and where row r's scale of block k and its 4-byte group j are in them.
+uint8_t* group_at(uint8_t* data, DType type, int64_t n_blocks, int64_t g) {
+    return data + size_t(g * n_blocks) * interleaved_block_bytes(type);
 }
-constexpr size_t scale_at(int64_t r) {
-    return size_t(r) * 2;
+constexpr size_t scale_at(int64_t k, int64_t r) {
+    return interleaved_scales_at(k) + size_t(r) * 2;
 }
-constexpr size_t values_at(int64_t r, int j) {
-    return 32 + size_t(j) * 64 + size_t(r) * 4;
+size_t values_at(DType type, int64_t n_blocks, int64_t k, int64_t r, int j) {
+    return interleaved_values_at(type, n_blocks, k) + size_t(j) * 64 + size_t(r) * 4;
 }
 
 // A file block: its f16 scale (2 bytes) then its q_bytes quantised bytes.
@@ -47,9 +47,10 @@ Weight interleave(const Weight& w, uint8_t* dst) {
         const int64_t g = o / kInterleaveRows, r = o % kInterleaveRows;
         for (int64_t k = 0; k < n_blocks; ++k) {
             const uint8_t* blk = row + size_t(k) * fb;
-            uint8_t* b = group_block(dst, w.type, n_blocks, g, k);
-            std::memcpy(b + scale_at(r), blk, 2);
-            for (int j = 0; j < n_groups; ++j) std::memcpy(b + values_at(r, j), blk + 2 + 4 * j, 4);
+            uint8_t* grp = group_at(dst, w.type, n_blocks, g);
+            std::memcpy(grp + scale_at(k, r), blk, 2);
+            for (int j = 0; j < n_groups; ++j)
+                std::memcpy(grp + values_at(w.type, n_blocks, k, r, j), blk + 2 + 4 * j, 4);
         }
     }
     Weight out = w;
@@ -65,10 +66,11 @@ const uint8_t* file_row(const Weight& w, int64_t o, uint8_t* tmp) {
     const int n_groups = int(fb - 2) / 4;
     const int64_t g = o / kInterleaveRows, r = o % kInterleaveRows;
     for (int64_t k = 0; k < n_blocks; ++k) {
-        const uint8_t* b = group_block(const_cast<uint8_t*>(w.data), w.type, n_blocks, g, k);
+        const uint8_t* grp = group_at(const_cast<uint8_t*>(w.data), w.type, n_blocks, g);
         uint8_t* blk = tmp + size_t(k) * fb;
-        std::memcpy(blk, b + scale_at(r), 2);
-        for (int j = 0; j < n_groups; ++j) std::memcpy(blk + 2 + 4 * j, b + values_at(r, j), 4);
+        std::memcpy(blk, grp + scale_at(k, r), 2);
+        for (int j = 0; j < n_groups; ++j)
+            std::memcpy(blk + 2 + 4 * j, grp + values_at(w.type, n_blocks, k, r, j), 4);
     }
     return tmp;
 }

@@ -9,15 +9,17 @@
 // batch (gemv_interleaved-inl.h). The file layout needs per-token packing and lane shuffles
 // for the same work (gemm-inl.h's pair kernels).
 //
-// For row group G (rows 16 G .. 16 G + 15) and block k of n_blocks = n_in / 32, with B the
-// bytes of one row's block in the file (34 for Q8_0, 18 for Q4_0) and Q = B - 2 its
-// quantised bytes (32: the values; 16: Q4_0's nibbles, byte i holding value i in its low
-// nibble and value i + 16 in its high one):
-//   data + (G * n_blocks + k) * 16 B:
-//     bytes [0, 32):       uint16 d[16]         f16 scale of block k of row 16 G + r
-//     bytes [32, 16 B):    uint8 q[Q / 4][16][4] q[j][r][b] = byte 4 j + b of that block
-// The matrix takes the file's bytes, and row o's group begins at data + (o / 16) * 16 *
-// row_stride, as row 16 (o / 16) would in the file.
+// For row group G (rows 16 G .. 16 G + 15), n_blocks = n_in / 32, B the bytes of one row's
+// block in the file (34 for Q8_0, 18 for Q4_0) and Q = B - 2 its quantised bytes (32: the
+// values; 16: Q4_0's nibbles, byte i holding value i in its low nibble and value i + 16 in its
+// high one), the group's 16 B n_blocks bytes at data + G * 16 B n_blocks are:
+//   bytes [32 k, 32 k + 32):          uint16 d[16]         f16 scale of block k of row 16 G + r
+//   bytes [32 n_blocks + 16 Q k, ...):  uint8 q[Q / 4][16][4] q[j][r][b] = byte 4 j + b of it
+// The scales come first, so a pass over the group meets them before the values it scales;
+// the blocks' values follow back to back, so blocks k and k + 1 of Q8_0 are one 16 x 64-byte
+// tile with a 64-byte stride (the AMX kernel, kernels/amx.h). The matrix takes the file's
+// bytes, and row o's group begins at data + (o / 16) * 16 * row_stride, as row 16 (o / 16)
+// would in the file.
 #pragma once
 
 #include <cstddef>
@@ -29,9 +31,21 @@ namespace troupe::ops {
 
 constexpr int64_t kInterleaveRows = 16;
 
-// Bytes of one block of 16 rows: 16 times the file's block (Q8_0: 544, Q4_0: 288).
+// Bytes of one block of 16 rows: 16 times the file's block (Q8_0: 544, Q4_0: 288), of which
+// 32 are scales and the rest values (Q8_0: 512, Q4_0: 256).
 constexpr size_t interleaved_block_bytes(DType type) {
     return type == DType::Q4_0 ? 288 : 544;
+}
+constexpr size_t interleaved_value_bytes(DType type) {
+    return interleaved_block_bytes(type) - 32;
+}
+
+// Within a row group of n_blocks blocks: where block k's 16 scales and its values begin.
+constexpr size_t interleaved_scales_at(int64_t k) {
+    return 32 * size_t(k);
+}
+constexpr size_t interleaved_values_at(DType type, int64_t n_blocks, int64_t k) {
+    return 32 * size_t(n_blocks) + interleaved_value_bytes(type) * size_t(k);
 }
 
 // Whether w (in the file layout) can be interleaved: Q8_0 or Q4_0, rows packed back to back,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/amx.h"
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "kernels/thread_pool.h"
@@ -102,8 +103,11 @@ TEST(WeightLayout, InterleavedRowsAreTheFileRows) {
         }
 }
 
+// With AMX (kernels/amx.h, where the CPU has it) on and off: on, the AVX3_DL target's batched
+// Q8_0 passes run on tiles (n_in 32 and 288: an odd number of blocks, the lone last block).
 TEST(WeightLayout, ProductsHaveTheBitsOfTheFileLayout) {
     ThreadPool pool(2);
+    for (bool amx : {false, true})
     for (DType type : kTypes)
         for (int64_t n_in : {32, 64, 288, 576, 1536})
             for (int64_t n_out : {16, 48, 192}) {
@@ -112,6 +116,7 @@ TEST(WeightLayout, ProductsHaveTheBitsOfTheFileLayout) {
                 const int64_t max_tokens = 40;
                 const auto x =
                     random_floats(size_t(n_in * max_tokens), uint32_t(n_out), -2.0f, 2.0f);
+                kernels::amx::ScopedAmx amx_on(amx);
                 for_each_target([&] {
                     for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33, 40})
                         for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
@@ -119,12 +124,39 @@ TEST(WeightLayout, ProductsHaveTheBitsOfTheFileLayout) {
                             ops::matmul(p.file, x.data(), want.data(), n_tokens, tp);
                             ops::matmul(p.interleaved, x.data(), got.data(), n_tokens, tp);
                             expect_same_bits(got, want, n_out,
-                                             "n_in " + std::to_string(n_in) + " n_out " +
+                                             std::string(amx ? "AMX " : "") + "n_in " +
+                                                 std::to_string(n_in) + " n_out " +
                                                  std::to_string(n_out) + " tokens " +
                                                  std::to_string(n_tokens));
                         }
                 });
             }
+}
+
+// The AMX kernel, where the CPU has it: every token count it takes (1 to 8 a pass) and odd block
+// counts, with the bits of the vector kernel on the same weights (and, through the test above,
+// of the file layout). Skipped, saying so, on CPUs without AMX.
+TEST(WeightLayout, AmxKernelHasTheBitsOfTheVectorKernel) {
+    if (!kernels::amx::supported()) GTEST_SKIP() << "no AMX on this CPU (or not granted by the OS)";
+    ThreadPool pool(2);
+    for (int64_t n_in : {32, 96, 576, 1568})
+        for (int64_t n_out : {16, 80, 1536}) {
+            const Pair p = make_pair(DType::Q8_0, n_in, n_out, uint32_t(n_in + n_out));
+            const auto x = random_floats(size_t(n_in * 16), uint32_t(n_in), -3.0f, 3.0f);
+            for (int64_t n_tokens = 1; n_tokens <= 16; ++n_tokens) {
+                std::vector<float> want(size_t(n_out * n_tokens)), got(want.size());
+                {
+                    kernels::amx::ScopedAmx off(false);
+                    ops::matmul(p.interleaved, x.data(), want.data(), n_tokens, &pool);
+                }
+                kernels::amx::ScopedAmx on(true);
+                ASSERT_TRUE(kernels::amx::usable());
+                ops::matmul(p.interleaved, x.data(), got.data(), n_tokens, &pool);
+                expect_same_bits(got, want, n_out,
+                                 "AMX n_in " + std::to_string(n_in) + " n_out " +
+                                     std::to_string(n_out) + " tokens " + std::to_string(n_tokens));
+            }
+        }
 }
 
 TEST(WeightLayout, MatchesTheReference) {

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "kernels/probes.h"
+#include "kernels/targets.h"
 #include "options.h"
 #include "util/error.h"
 #include "util/sysinfo.h"
@@ -204,12 +205,14 @@ void run_bench_model(const BenchOptions& o) {
     json j;
     j["model"] = o.model;
     j["threads"] = o.threads;
+    j["target"] = kernels::active_units();
     if (!o.json_out)
         std::printf(
             "model %s: %s, %d layers, n_embd %d, %.1f MiB of weights read per token; "
-            "%d threads, %d repetitions\n",
+            "%d threads, %d repetitions, kernels %s\n",
             o.model.c_str(), hp.name.c_str(), hp.n_layer, hp.n_embd,
-            double(model->weights().matrix_bytes) / 1048576.0, o.threads, o.repeat);
+            double(model->weights().matrix_bytes) / 1048576.0, o.threads, o.repeat,
+            kernels::active_units().c_str());
     // The bandwidth of a shared machine drifts from minute to minute: it is probed right before
     // every decode run, and the fraction of the roofline is taken per repetition. The roofline
     // streams the weight matrices decode reads per token, in their memory (part of them may

@@ -430,9 +430,10 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     ThreadPool pool(o.threads);
     Context c{o, pool, o.quick ? 0.05 : 0.3, size_t(o.quick ? 64 : 256) << 20, json::object()};
     c.out["target"] = kernels::active_target().name;
+    c.out["amx"] = kernels::amx_in_use();
     c.out["threads"] = o.threads;
     say(c, "troupe bench kernels: SIMD target %s, %d threads%s\n",
-        kernels::active_target().name.c_str(), o.threads, o.quick ? " (quick)" : "");
+        kernels::active_units().c_str(), o.threads, o.quick ? " (quick)" : "");
     say(c, "the machine may be shared: figures are medians of repeated runs, best in brackets\n\n");
     bench_probes(c);
     bench_pool(c);
