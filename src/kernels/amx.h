@@ -10,11 +10,11 @@
 // rows for up to 8 tokens.
 //
 // Off by default, on with TROUPE_AMX=1: on the one AMX host measured (a 2-vCPU KVM guest,
-// shared) the tile unit ran at a third to a half of its documented rate, and alternating
-// `bench model` runs put the 8-sequence aggregate lower with it than without (medians
-// ~390 against ~440 tok/s, 6 of 8 pairs), although a single thread's pass over a resident
-// 1536 x 576 matrix at 8 tokens took 58 against ~100 ns a pair of blocks. src/kernels/README.md
-// has the figures.
+// shared) the tile unit ran at a third to a half of its documented rate; alone, the kernel
+// took 58 ns a pair of blocks of a resident 1536 x 576 matrix at 8 tokens (one thread), but
+// through ops::matmul that matrix took 81-98 us against 86-94 for the vector kernel, and three
+// sets of alternating `bench model` runs gave 8-sequence medians of 392 / 439, 568 / 518 and
+// 496 / 519 tok/s (on / off): no gain. src/kernels/README.md has the figures.
 //
 // The operands: an Interleaved16 group keeps its blocks' values back to back (scales first,
 // kernels/weight_layout.h), so blocks 2p and 2p + 1 are one 16 x 64-byte B tile (row j: the

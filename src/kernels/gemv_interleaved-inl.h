@@ -191,11 +191,9 @@ HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
     }
 }
 
-// Fewest tokens for which the AVX3_DL target hands Q8_0 to the AMX kernel when it is usable.
-#ifndef TROUPE_AMX_MIN_TOKENS
-#define TROUPE_AMX_MIN_TOKENS 2
-#endif
-constexpr int64_t kAmxMinTokens = TROUPE_AMX_MIN_TOKENS;
+// Fewest tokens for which the AVX3_DL target hands Q8_0 to the AMX kernel when it is usable
+// (one token stays on the vector kernel: it is bound by the weight stream).
+constexpr int64_t kAmxMinTokens = 2;
 
 // Rows [o0, o1) (multiples of 16) of an Interleaved16 Q8_0 or Q4_0 weight times tokens
 // [t0, t1) of the converted rows `act`: y[t * w.n_out + o]. Prefetching runs ahead of the
