@@ -44,8 +44,8 @@ HWY_INLINE size_t AttnStateFloats(int head_dim) {
 // The AttendTile instance for a cache of element type T (uint16_t: F16, float: F32) and this
 // head size: the usual sizes with whole vectors unroll completely.
 using AttendTileFn = void (*)(const ops::KvLayerView&, int, const int32_t*, int32_t, int32_t,
-                              const float*, const int32_t*, int, float*, size_t, float*,
-                              const PrefetchRuns*);
+                              const float*, const int32_t*, int, float*, size_t,
+                              const ops::AttentionTail*, float*, const PrefetchRuns*);
 template <class T>
 AttendTileFn PickAttendTile(int head_dim) {
     const size_t hd_pad = PaddedHeadDim(head_dim);
@@ -59,13 +59,14 @@ AttendTileFn PickAttendTile(int head_dim) {
 // Query vectors q[i] (head_dim floats each; position qpos[i]) over the keys at positions
 // [k0, k1) of kv head `head`, read through block_table, cut at the multiples of `chunk`: the
 // partial state of chunk c (c = 0 from k0) and query vector i goes to
-// states + (c * nq + i) * stride (ops::kAttnState* layout; 64-byte aligned). scratch:
+// states + (c * nq + i) * stride (ops::kAttnState* layout; 64-byte aligned). tail (may be
+// null): keys from tail->split on read per member (ops::AttentionTail). scratch:
 // AttendScratchFloats(kv, nq) floats. next (may be null): memory read after this range (the
 // next task's first keys), prefetched during the last chunk.
 void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_table, int32_t k0,
                  int32_t k1, int32_t chunk, const float* const* q, const int32_t* qpos, int nq,
-                 float scale, float* states, size_t stride, float* scratch,
-                 const PrefetchRuns* next) {
+                 float scale, float* states, size_t stride, const ops::AttentionTail* tail,
+                 float* scratch, const PrefetchRuns* next) {
     const size_t hd_pad = PaddedHeadDim(kv.head_dim);
     // 64-byte aligned: the scaled queries [nq][hd_pad] (the kernel reads d < head_dim), then
     // the kernel's part.
@@ -91,7 +92,7 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
         // No query sees keys beyond its position.
         const int32_t end = std::min({k1, (c0 / chunk + 1) * chunk, max_pos + 1});
         if (end > c0)
-            attend(kv, head, block_table, c0, end, qs, qpos, nq, states, stride, rest,
+            attend(kv, head, block_table, c0, end, qs, qpos, nq, states, stride, tail, rest,
                    c0 == last_c0 ? next : nullptr);
     }
 }

@@ -7,8 +7,11 @@
 // - Prefill: tiles of query rows; each row only reads keys up to its own position.
 // - Shared prefixes: sequences whose block tables begin with the same physical blocks read
 //   those blocks once for all their query vectors (one task set over the shared range), then
-//   each adds its private remainder, and the two partial results merge. A long prefill
-//   beside them (reads_alone) reads the prefix itself.
+//   each adds its private remainder, and the two partial results merge. The chunk the common
+//   blocks end in is a tail task: its steps of common keys for all the query vectors, then
+//   each member's later keys through its own table, in the same states (a prompt's last
+//   block is each agent's own, so the common keys rarely end on a chunk boundary). A long
+//   prefill beside them (reads_alone) reads the prefix itself.
 // - Each task prefetches the first blocks of the task after it (the same participant's next)
 //   while it computes.
 // Tasks run longest first, so that the pool's dynamic split ends with short ones.
@@ -48,14 +51,15 @@ bool AttnHasKernel() {
 
 void AttnRange(const ops::KvLayerView& kv, int head, const int32_t* block_table, int32_t k0,
                int32_t k1, int32_t chunk, const float* const* q, const int32_t* qpos, int nq,
-               float scale, float* states, size_t stride, float* scratch,
-               const PrefetchRuns* next) {
+               float scale, float* states, size_t stride, const ops::AttentionTail* tail,
+               float* scratch, const PrefetchRuns* next) {
 #if HWY_TARGET != HWY_SCALAR
-    AttendRange(kv, head, block_table, k0, k1, chunk, q, qpos, nq, scale, states, stride, scratch,
-                next);
+    AttendRange(kv, head, block_table, k0, k1, chunk, q, qpos, nq, scale, states, stride, tail,
+                scratch, next);
 #else
     (void)kv, (void)head, (void)block_table, (void)k0, (void)k1, (void)chunk, (void)q;
-    (void)qpos, (void)nq, (void)scale, (void)states, (void)stride, (void)scratch, (void)next;
+    (void)qpos, (void)nq, (void)scale, (void)states, (void)stride, (void)tail, (void)scratch;
+    (void)next;
 #endif
 }
 
@@ -120,6 +124,7 @@ int32_t key_chunk(int block_size) {
 // order (what the merge's CSR expects).
 void add_multi_chunk_task(AttentionPlan& plan, const std::vector<int>& qids, int h,
                           const int32_t* block_table, int32_t k0, int32_t k1, int32_t chunk) {
+    if (k1 <= k0 || qids.empty()) return;
     AttentionPlan::Task t;
     t.kv_head = h;
     t.block_table = block_table;
@@ -151,6 +156,44 @@ void add_tasks(AttentionPlan& plan, const std::vector<int>& qids, int h, const i
             t.slot1 = int(plan.task_qids.size());
             plan.tasks.push_back(t);
         }
+    }
+}
+
+// Tail tasks of kv head h for the members of a shared prefix (batch indices, each with at most
+// kMaxTaskQVecs query vectors of the head): the key chunk from c0, in which the keys below
+// `split` are common to all; members packed in order into tasks of at most kMaxTaskQVecs
+// query vectors. qbase[s]: sequence s's first qid.
+void add_tail_tasks(AttentionPlan& plan, const AttentionSeq* seqs, const std::vector<int>& members,
+                    const std::vector<int>& qbase, int group, int h, int32_t c0, int32_t split,
+                    int32_t chunk) {
+    for (size_t m = 0; m < members.size();) {
+        AttentionPlan::Task t;
+        t.kv_head = h;
+        t.k0 = c0;
+        t.split = split;
+        t.slot0 = int(plan.task_qids.size());
+        t.member0 = int(plan.tail_members.size());
+        int32_t k1 = 0;
+        int nq = 0;
+        for (; m < members.size() && nq + seqs[members[m]].n_q * group <= kMaxTaskQVecs; ++m) {
+            const int s = members[m];
+            const AttentionSeq& sq = seqs[s];
+            const AttentionTailMember mb{sq.block_table, nq, sq.n_q * group, sq.first_pos + sq.n_q};
+            for (int r = 0; r < sq.n_q; ++r)
+                for (int j = 0; j < group; ++j)
+                    plan.task_qids.push_back(qbase[size_t(s)] + r * plan.n_head + h * group + j);
+            plan.tail_members.push_back(mb);
+            nq += mb.nq;
+            if (mb.k1 > k1) {  // the task's table: the one reaching furthest (its prefetch)
+                k1 = mb.k1;
+                t.block_table = sq.block_table;
+            }
+        }
+        // Every member has a key past c0 (it uses all the common blocks); kept a valid range.
+        t.k1 = std::max(c0 + 1, std::min(c0 + chunk, k1));
+        t.member1 = int(plan.tail_members.size());
+        t.slot1 = int(plan.task_qids.size());
+        plan.tasks.push_back(t);
     }
 }
 
@@ -280,8 +323,15 @@ void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan, size_
     auto* scratch = static_cast<float*>(
         r.thread_scratch((own_at + (t.whole ? size_t(n_chunks * nq) * sf : 0)) * sizeof(float)));
     float* dst = t.whole ? scratch + own_at : states + size_t(t.slot0) * sf;
+    ops::AttentionTail tail;
+    if (t.member1 > t.member0) {
+        tail.split = t.split;
+        tail.members = plan.tail_members.data() + t.member0;
+        tail.n_members = t.member1 - t.member0;
+    }
     HWY_DYNAMIC_DISPATCH(AttnRange)
-    (kv, t.kv_head, t.block_table, t.k0, t.k1, chunk, q, qpos, nq, scale, dst, sf, scratch, &next);
+    (kv, t.kv_head, t.block_table, t.k0, t.k1, chunk, q, qpos, nq, scale, dst, sf,
+     t.member1 > t.member0 ? &tail : nullptr, scratch, &next);
     if (!t.whole) return;
     // A query vector sees no key of the chunks past its position: those states are empty
     // (l = 0), as the plain tasks of the same chunks would give.
@@ -342,6 +392,7 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
     plan.task_qids.clear();
     plan.whole_qids.clear();
     plan.tasks.clear();
+    plan.tail_members.clear();
     const int group = n_head / kv.n_kv_head;
     const int32_t chunk = key_chunk(kv.block_size);
     std::vector<int> qbase(size_t(n_seqs) + 1, 0);
@@ -370,9 +421,17 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
             const AttentionSeq& sq = seqs[members[m]];
             n_blocks = common_blocks(first, sq, std::min(n_blocks, n_blocks_of(sq, kv.block_size)));
         }
-        const int32_t shared_end = n_blocks * kv.block_size / chunk * chunk;
-        if (shared_end == 0) continue;
-        for (int s : members) private_start[size_t(s)] = shared_end;
+        // Whole chunks of common keys by plain tasks; the chunk the common blocks end in by
+        // tail tasks when it holds whole steps of them and each member's query vectors fit a
+        // task (ops.h).
+        const int32_t common_end = n_blocks * kv.block_size;
+        const int32_t shared_end = common_end / chunk * chunk;
+        const int32_t split = common_end / kAttentionStepKeys * kAttentionStepKeys;
+        bool tail = split > shared_end;
+        for (int s : members) tail = tail && seqs[s].n_q * group <= kMaxTaskQVecs;
+        const int32_t own_start = tail ? shared_end + chunk : shared_end;
+        if (own_start == 0) continue;
+        for (int s : members) private_start[size_t(s)] = own_start;
         for (int h = 0; h < kv.n_kv_head; ++h) {
             qids.clear();
             for (int s : members)
@@ -380,6 +439,7 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                     for (int j = 0; j < group; ++j)
                         qids.push_back(qbase[size_t(s)] + r * n_head + h * group + j);
             add_tasks(plan, qids, h, first.block_table, 0, shared_end, chunk);
+            if (tail) add_tail_tasks(plan, seqs, members, qbase, group, h, shared_end, split, chunk);
         }
     }
     // Private keys: tiles of rows, each reading keys up to its last row's position.

@@ -27,7 +27,7 @@ using AV = hn::Vec<AF>;
 constexpr size_t kMaxLanes = hn::MaxLanes(AF());
 
 // Keys per step: the softmax takes one maximum per step and query vector.
-constexpr size_t kStepKeys = 64;
+constexpr size_t kStepKeys = size_t(ops::kAttentionStepKeys);
 constexpr size_t kStepVecs = kStepKeys / kMaxLanes;  // key vectors per step
 static_assert(kStepKeys % kMaxLanes == 0, "a step is whole vectors of keys");
 

@@ -261,14 +261,15 @@ HWY_INLINE size_t TileScratchFloats(int nq, size_t hd) {
 // Query vectors qs[i] (scaled, [nq][hd_pad]) at positions qpos[i] over the keys [k0, end) of
 // kv head `head` (one key chunk or less); the partial states states[i * stride] (64-byte
 // aligned, the layout of ops::kAttnState*), which start empty (m = -inf, l = 0, o = 0), are
-// updated in place. scratch: 64-byte aligned, TileScratchFloats floats. next (may be null):
-// memory read after this call, prefetched a little per iteration of the inner loops.
-// T: uint16_t (F16 cache) or float (F32).
+// updated in place. tail (may be null): the keys from tail->split on are read per member,
+// through its block table, by its query vectors only (ops::AttentionTail). scratch: 64-byte
+// aligned, TileScratchFloats floats. next (may be null): memory read after this call,
+// prefetched a little per iteration of the inner loops. T: uint16_t (F16 cache) or float (F32).
 template <size_t kChunks, class T>
 HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t* block_table,
                              int32_t k0, int32_t end, const float* qs, const int32_t* qpos, int nq,
-                             float* states, size_t stride, float* scratch,
-                             const PrefetchRuns* next) {
+                             float* states, size_t stride, const ops::AttentionTail* tail,
+                             float* scratch, const PrefetchRuns* next) {
     const AF df;
     const size_t N = hn::Lanes(df);
     const size_t hd = size_t(kv.head_dim);
@@ -278,25 +279,37 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
     float* p = s + size_t(kMaxTileQ) * kStepKeys;
     float* kf = p + size_t(kMaxTileQ) * kStepKeys;  // [hd][kStepKeys], unaligned steps only
     std::fill(lsum, lsum + size_t(nq) * kStepKeys, 0.0f);
-    const TileState st{states, stride, lsum};
     LinePrefetcher pf(next);
-    ForEachKeyStep<T>(kv, head, block_table, k0, end, [&](const KeyStep<T>& ks) {
-        if (ks.aligned) {  // key vectors straight from the cache
-            const T* kt[kStepVecs];
-            for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = ks.k[v * N];
-            AllTilesStep<kChunks>(qs, qpos, nq, st, kt, ks.k_stride, ks.v, ks.n, ks.pos0, hd,
-                                  hd_pad, s, p, pf);
-            return;
-        }
-        // Runs of N keys cross blocks: gather the step's K in float, element by element.
-        for (int j = 0; j < ks.n; ++j)
-            for (size_t d = 0; d < hd; ++d)
-                kf[d * kStepKeys + size_t(j)] = KvToFloat(ks.k[j][d * ks.k_stride]);
-        const float* kt[kStepVecs];
-        for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = kf + v * N;
-        AllTilesStep<kChunks>(qs, qpos, nq, st, kt, kStepKeys, ks.v, ks.n, ks.pos0, hd, hd_pad, s,
-                              p, pf);
-    });
+    // Query vectors [q0, q0 + n) over the keys [a, b) read through `table`.
+    const auto attend_keys = [&](const int32_t* table, int32_t a, int32_t b, int q0, int n) {
+        const TileState st{states + size_t(q0) * stride, stride, lsum + size_t(q0) * kStepKeys};
+        const float* q = qs + size_t(q0) * hd_pad;
+        const int32_t* pos = qpos + q0;
+        ForEachKeyStep<T>(kv, head, table, a, b, [&](const KeyStep<T>& ks) {
+            if (ks.aligned) {  // key vectors straight from the cache
+                const T* kt[kStepVecs];
+                for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = ks.k[v * N];
+                AllTilesStep<kChunks>(q, pos, n, st, kt, ks.k_stride, ks.v, ks.n, ks.pos0, hd,
+                                      hd_pad, s, p, pf);
+                return;
+            }
+            // Runs of N keys cross blocks: gather the step's K in float, element by element.
+            for (int j = 0; j < ks.n; ++j)
+                for (size_t d = 0; d < hd; ++d)
+                    kf[d * kStepKeys + size_t(j)] = KvToFloat(ks.k[j][d * ks.k_stride]);
+            const float* kt[kStepVecs];
+            for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = kf + v * N;
+            AllTilesStep<kChunks>(q, pos, n, st, kt, kStepKeys, ks.v, ks.n, ks.pos0, hd, hd_pad,
+                                  s, p, pf);
+        });
+    };
+    const int32_t split = tail ? std::clamp(tail->split, k0, end) : end;
+    if (split > k0) attend_keys(block_table, k0, split, 0, nq);
+    for (int m = 0; tail && m < tail->n_members; ++m) {
+        const ops::AttentionTailMember& mb = tail->members[m];
+        const int32_t b = std::min(end, mb.k1);
+        if (b > split) attend_keys(mb.block_table, split, b, mb.q0, mb.nq);
+    }
     for (int i = 0; i < nq; ++i)
         states[size_t(i) * stride + ops::kAttnStateL] = SumStepSums(lsum + size_t(i) * kStepKeys);
 }

@@ -282,9 +282,31 @@ void attention_shared(const KvLayerView& kv, const AttentionSeq* seqs, int n_seq
 // Keys are cut at fixed positions (multiples of kAttentionKeyChunk, rounded to whole blocks)
 // and the partial results of a query row merge in key order, so a row's output does not
 // depend on the other rows computed with it, on the threads, or on whether it is decoded or
-// prefilled (bit-identical). A shared prefix is read together only up to such a boundary (the
-// rest of it by each sequence), which keeps the shared form bit-identical as well.
+// prefilled (bit-identical). Within a chunk the softmax takes its maximum per step of
+// kAttentionStepKeys keys (also at fixed positions). A shared prefix is read together for all
+// its sequences' query vectors in whole steps: up to its last chunk boundary by plain tasks;
+// the chunk it ends in by a tail task, whose steps below the last step boundary of the common
+// blocks are read together and whose later steps each sequence reads through its own block
+// table (the task holds every member's states); the keys after that chunk by each sequence.
 constexpr int kAttentionKeyChunk = 128;
+constexpr int kAttentionStepKeys = 64;
+
+// A member of a tail task (AttentionPlan::Task): one sequence's query vectors, the task's
+// [q0, q0 + nq), which read keys from the split on through the sequence's own block table.
+struct AttentionTailMember {
+    const int32_t* block_table = nullptr;
+    int q0 = 0, nq = 0;
+    int32_t k1 = 0;  // the sequence's first_pos + n_q
+};
+
+// What the kernel gets for a tail task: keys below `split` (a multiple of kAttentionStepKeys)
+// through the task's block table for all its query vectors, the others per member.
+struct AttentionTail {
+    int32_t split = 0;
+    const AttentionTailMember* members = nullptr;
+    int n_members = 0;
+};
+
 // A partial attention state of one query vector over a key range, as the kernel writes it
 // and the merge reads it: floats [kAttnStateM] running maximum m, [kAttnStateL] sum of
 // exponentials l, from [kAttnStateO] the unnormalised output o (head_dim rounded up to whole
@@ -307,6 +329,10 @@ struct AttentionPlan {
         // whole_qids, and the merge step skips them (a long prefill's states never leave the
         // thread's cache).
         bool whole = false;
+        // A tail task (one key chunk, members tail_members[member0, member1) in the order of
+        // its query vectors): keys from `split` on are read per member (AttentionTail).
+        int32_t split = 0;
+        int member0 = 0, member1 = 0;
     };
     struct QVec {  // a query vector: row `row` of sequence `seq`, head `head`
         int seq, row, head;
@@ -318,6 +344,7 @@ struct AttentionPlan {
     std::vector<int> task_qids;   // state slot -> qid
     std::vector<int> whole_qids;  // the qids of whole tasks
     std::vector<Task> tasks;
+    std::vector<AttentionTailMember> tail_members;
     std::vector<int> merge_begin;  // [qvecs + 1]: the slots of qid q, in key order, are
     std::vector<int> merge_slots;  // merge_slots[merge_begin[q] .. merge_begin[q + 1])
 };

@@ -231,7 +231,79 @@ TEST(Attention, SharedPrefixEqualsPlainAttention) {
         check_against_reference(kv, seqs, n_head, &pool, true);
         check_against_reference(kv, seqs, n_head, nullptr, true);
         check_against_reference(kv, seqs, n_head, &pool, false);
+        // 80 common keys: no whole chunk, but a tail task reads the step [0, 64) together;
+        // each row has the bits it has alone.
+        for_each_target([&] {
+            ops::attention(kv.view, batch.data(), n_seqs, n_head, 0.125f, &pool);
+            for (TestSeq& s : seqs) {
+                const std::vector<float> together = s.out;
+                ops::attention(kv.view, &s.seq, 1, n_head, 0.125f, nullptr);
+                EXPECT_EQ(s.out, together) << "first position " << s.seq.first_pos;
+            }
+        });
     }
+}
+
+// The engine's shape of agents after a shared prompt: 8 sequences share 31 blocks (496 keys;
+// the prompt's last block is each one's own), then decode. Keys [0, 384) are read by plain
+// tasks of all 24 query vectors of a kv head, [384, 448) by a tail task for all of them, and
+// the tail task's members read [448, 512) through their own tables; each sequence's own
+// tasks start at 512. Every row has its bits alone, and matches the reference.
+TEST(Attention, SharedPrefixTailIsReadTogether) {
+    ThreadPool pool(2);
+    const int bs = 16, n_kv_head = 3, n_head = 9, hd = 64, n_seqs = 8, common = 31;
+    TestKv kv(DType::F16, common + n_seqs * 5, bs, n_kv_head, hd);
+    std::vector<int32_t> prefix(static_cast<size_t>(common));
+    std::iota(prefix.begin(), prefix.end(), 0);
+    fill_cache(kv, prefix, common * bs, 21);
+    std::vector<TestSeq> seqs;
+    for (int s = 0; s < n_seqs; ++s) {
+        std::vector<int32_t> table = prefix;
+        for (int b = 0; b < 5; ++b) table.push_back(int32_t(common + 5 * s + b));
+        const int k1 = 512 + 7 * s + (s == 0 ? 0 : 1);  // one ends on the chunk boundary
+        const int row = n_kv_head * hd, n_priv = k1 - common * bs;
+        const auto k = random_floats(size_t(n_priv * row), uint32_t(80 + s), -1, 1);
+        const auto v = random_floats(size_t(n_priv * row), uint32_t(90 + s), -1, 1);
+        std::vector<int32_t> pos(static_cast<size_t>(n_priv));
+        std::iota(pos.begin(), pos.end(), common * bs);
+        ops::ref::kv_store(kv.view, table.data(), pos.data(), k.data(), v.data(), n_priv);
+        const int n_q = s == 5 ? 3 : 1;  // a short prefill chunk among the decodes
+        seqs.push_back(make_seq(table, k1 - n_q, n_q, n_head, hd, uint32_t(100 + s)));
+    }
+    std::vector<ops::AttentionSeq> batch;
+    for (TestSeq& s : seqs) batch.push_back(s.seq);
+    ops::AttentionPlan plan;
+    ops::plan_attention(kv.view, batch.data(), n_seqs, n_head, true, plan);
+    int tails = 0, plain_shared = 0, own = 0;
+    for (const ops::AttentionPlan::Task& t : plan.tasks) {
+        if (t.member1 > t.member0) {
+            ++tails;
+            EXPECT_EQ(t.k0, 384);
+            EXPECT_EQ(t.k1, 512);
+            EXPECT_EQ(t.split, 448);
+            EXPECT_EQ(t.member1 - t.member0, n_seqs);
+            EXPECT_EQ(t.slot1 - t.slot0, (n_seqs + 2) * 3);
+        } else if (t.k0 < 384) {
+            ++plain_shared;
+            EXPECT_EQ(t.slot1 - t.slot0, (n_seqs + 2) * 3);
+        } else {
+            ++own;
+            EXPECT_GE(t.k0, 512);  // a sequence's own keys
+        }
+    }
+    EXPECT_EQ(tails, n_kv_head);
+    EXPECT_EQ(plain_shared, 3 * n_kv_head);
+    EXPECT_EQ(own, (n_seqs - 1) * n_kv_head);  // the first one's keys end at 512
+
+    check_against_reference(kv, seqs, n_head, &pool, true);
+    for_each_target([&] {
+        ops::attention(kv.view, batch.data(), n_seqs, n_head, 0.125f, &pool);
+        for (TestSeq& s : seqs) {
+            const std::vector<float> together = s.out;
+            ops::attention(kv.view, &s.seq, 1, n_head, 0.125f, &pool);
+            EXPECT_EQ(s.out, together) << "first position " << s.seq.first_pos;
+        }
+    });
 }
 
 // A GQA group larger than a task's query vectors (multi-query attention with 64 heads): a
@@ -254,7 +326,8 @@ TEST(Attention, GroupLargerThanATask) {
 // from the cache), as a row of a prefill or of a prefill chunk of any size (tasks of 1 to 60
 // query vectors, whole tasks that merge their own chunks, GQA groups split across tiles of 12
 // and of up to 6, K gathered for block sizes the lanes do not divide), beside other
-// sequences, through a shared prefix (rows of several sequences in one task), with or
+// sequences, through a shared prefix (rows of several sequences in one task, a tail task's
+// common steps and its members' own), with or
 // without threads; for F16 and F32 caches, head sizes of whole and partial vectors, and
 // blocks that do and do not divide the key chunks.
 struct InvarianceCase {
@@ -305,6 +378,7 @@ void check_rows_batch_invariant(const InvarianceCase& c, ThreadPool& pool) {
         };
         const std::vector<std::vector<Member>> batches = {
             {{140, 1}, {260, 1}, {299, 1}},
+            {{200, 1}, {205, 3}, {260, 1}, {299, 1}},  // a tail task from key 192 on
             {{140, 1}, {260, 1}, {299, 1}, {180, 7}, {230, 20}, {250, 40}},
             {{299, 1}, {200, 64}},
         };
