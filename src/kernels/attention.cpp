@@ -160,12 +160,13 @@ void add_tasks(AttentionPlan& plan, const std::vector<int>& qids, int h, const i
 }
 
 // Tail tasks of kv head h for the members of a shared prefix (batch indices, each with at most
-// kMaxTaskQVecs query vectors of the head): the key chunk from c0, in which the keys below
-// `split` are common to all; members packed in order into tasks of at most kMaxTaskQVecs
-// query vectors. qbase[s]: sequence s's first qid.
+// kMaxTaskQVecs query vectors of the head; qids: theirs, member after member): the key chunk
+// from c0, in which the keys below `split` are common to all; members packed in order into
+// tasks of at most kMaxTaskQVecs query vectors.
 void add_tail_tasks(AttentionPlan& plan, const AttentionSeq* seqs, const std::vector<int>& members,
-                    const std::vector<int>& qbase, int group, int h, int32_t c0, int32_t split,
+                    const std::vector<int>& qids, int group, int h, int32_t c0, int32_t split,
                     int32_t chunk) {
+    size_t q = 0;  // the first qid of members[m]
     for (size_t m = 0; m < members.size();) {
         AttentionPlan::Task t;
         t.kv_head = h;
@@ -176,21 +177,20 @@ void add_tail_tasks(AttentionPlan& plan, const AttentionSeq* seqs, const std::ve
         int32_t k1 = 0;
         int nq = 0;
         for (; m < members.size() && nq + seqs[members[m]].n_q * group <= kMaxTaskQVecs; ++m) {
-            const int s = members[m];
-            const AttentionSeq& sq = seqs[s];
+            const AttentionSeq& sq = seqs[members[m]];
             const AttentionTailMember mb{sq.block_table, nq, sq.n_q * group, sq.first_pos + sq.n_q};
-            for (int r = 0; r < sq.n_q; ++r)
-                for (int j = 0; j < group; ++j)
-                    plan.task_qids.push_back(qbase[size_t(s)] + r * plan.n_head + h * group + j);
+            plan.task_qids.insert(plan.task_qids.end(), qids.begin() + long(q),
+                                  qids.begin() + long(q) + mb.nq);
             plan.tail_members.push_back(mb);
+            q += size_t(mb.nq);
             nq += mb.nq;
             if (mb.k1 > k1) {  // the task's table: the one reaching furthest (its prefetch)
                 k1 = mb.k1;
                 t.block_table = sq.block_table;
             }
         }
-        // Every member has a key past c0 (it uses all the common blocks); kept a valid range.
-        t.k1 = std::max(c0 + 1, std::min(c0 + chunk, k1));
+        // Every member has a key past c0: it uses all the common blocks, which end after c0.
+        t.k1 = std::min(c0 + chunk, k1);
         t.member1 = int(plan.tail_members.size());
         t.slot1 = int(plan.task_qids.size());
         plan.tasks.push_back(t);
@@ -323,15 +323,11 @@ void run_task(Region& r, const KvLayerView& kv, const AttentionPlan& plan, size_
     auto* scratch = static_cast<float*>(
         r.thread_scratch((own_at + (t.whole ? size_t(n_chunks * nq) * sf : 0)) * sizeof(float)));
     float* dst = t.whole ? scratch + own_at : states + size_t(t.slot0) * sf;
-    ops::AttentionTail tail;
-    if (t.member1 > t.member0) {
-        tail.split = t.split;
-        tail.members = plan.tail_members.data() + t.member0;
-        tail.n_members = t.member1 - t.member0;
-    }
+    const ops::AttentionTail tail{t.split, plan.tail_members.data() + t.member0,
+                                  t.member1 - t.member0};
     HWY_DYNAMIC_DISPATCH(AttnRange)
     (kv, t.kv_head, t.block_table, t.k0, t.k1, chunk, q, qpos, nq, scale, dst, sf,
-     t.member1 > t.member0 ? &tail : nullptr, scratch, &next);
+     tail.n_members > 0 ? &tail : nullptr, scratch, &next);
     if (!t.whole) return;
     // A query vector sees no key of the chunks past its position: those states are empty
     // (l = 0), as the plain tasks of the same chunks would give.
@@ -439,7 +435,7 @@ void plan_attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs,
                     for (int j = 0; j < group; ++j)
                         qids.push_back(qbase[size_t(s)] + r * n_head + h * group + j);
             add_tasks(plan, qids, h, first.block_table, 0, shared_end, chunk);
-            if (tail) add_tail_tasks(plan, seqs, members, qbase, group, h, shared_end, split, chunk);
+            if (tail) add_tail_tasks(plan, seqs, members, qids, group, h, shared_end, split, chunk);
         }
     }
     // Private keys: tiles of rows, each reading keys up to its last row's position.
