@@ -49,6 +49,7 @@ Engine::Engine(const Model& model, const EngineConfig& config) : model_(model), 
         throw Error("the KV budget of " + std::to_string(budget) + " bytes holds no block of " +
                     std::to_string(geo.bytes_per_block()) + " bytes");
     storage_ = std::make_unique<kv::KvStorage>(geo, int(std::min<int64_t>(n_blocks, 1 << 30)));
+    if (config_.kv_prefault) storage_->prefault();
     for (int il = 0; il < hp.n_layer; ++il) kv_views_.push_back(storage_->layer_view(il));
 
     SchedulerConfig sc;

@@ -44,6 +44,10 @@ struct EngineConfig {
     bool shared_prefix_attention = true;  // attend to shared prefix blocks once per batch
     PowerMode power = PowerMode::Performance;
     bool warmup = true;  // touch the weights and run one step at start
+    // Make the whole KV cache resident at start (kv::KvStorage::prefault), as llama.cpp and
+    // vLLM do, so that no step page-faults on a block's first use; costs the budget's memory
+    // from the start instead of as blocks are first used (off: memory grows with use).
+    bool kv_prefault = false;
     // Time every step of the forward passes, op by op (kernels/step_profile.h; `troupe bench
     // model --profile`). Costs a few clock reads per step.
     bool profile_steps = false;

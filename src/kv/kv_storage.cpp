@@ -185,6 +185,17 @@ uint8_t* KvStorage::piece(int block, int i) {
            (size_t(i) * kChunkBlocks + in_chunk) * geometry_.head_bytes();
 }
 
+void KvStorage::prefault() {
+    constexpr size_t kPage = 4096;  // the smallest page: a huge page takes its first write
+    const size_t hb = geometry_.head_bytes();
+    for (int b = 0; b < n_blocks_; ++b)
+        for (int i = 0; i < geometry_.pieces_per_block(); ++i) {
+            volatile uint8_t* p = piece(b, i);
+            for (size_t o = 0; o < hb; o += kPage) p[o] = 0;
+            p[hb - 1] = 0;  // a piece may end on the next page
+        }
+}
+
 const uint8_t* KvStorage::piece(int block, int i) const {
     return const_cast<KvStorage*>(this)->piece(block, i);
 }

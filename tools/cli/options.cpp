@@ -53,6 +53,8 @@ void add_engine_options(CLI::App* cmd, EngineConfig& c) {
                 throw CLI::ValidationError("--kv-type", "must be f16 or f32");
         },
         "KV cache type: f16 (default) or f32");
+    cmd->add_flag("--kv-prefault", c.kv_prefault,
+                  "Make the whole KV budget resident at start (no page faults while serving)");
     cmd->add_option("--block-size", c.block_size, "Tokens per KV block")->capture_default_str();
     cmd->add_option("--batch-tokens", c.max_num_batched_tokens, "Tokens per forward pass")
         ->capture_default_str();
