@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "engine/engine.h"
+#include "engine/sequence_kv.h"
 #include "kernels/probes.h"
 #include "kernels/targets.h"
 #include "options.h"
@@ -35,8 +36,26 @@ struct BenchOptions {
     int gen_tokens = 128;
     int context_tokens = 512;
     bool profile = false;
+    bool kv_prefault = true;  // --no-kv-prefault: KV pages first touched inside the runs
+    uint64_t kv_budget_bytes = uint64_t(1) << 30;  // sized to the run by with_kv_budget
     ModelLoadOptions load;  // --no-interleave: the file's weight layout (A/B)
 };
+
+// The options with a KV budget that holds seqs sequences of tokens_per_seq tokens each
+// without any sharing, plus a chunk of spare blocks. With kv_prefault every engine makes that
+// budget resident at start (EngineConfig::kv_prefault), like llama.cpp, whose
+// llama-batched-bench figures the targets quote, clears its KV buffer before any timing: the
+// runs then measure the kernels and the scheduler, not the OS zeroing fresh pages (in a cloud
+// VM that backs memory lazily ~3 ms per 2 MiB page, and a batch of 8 sequences first-touches
+// 8 times the blocks one sequence does).
+BenchOptions with_kv_budget(BenchOptions o, const Model& m, int tokens_per_seq, int seqs) {
+    const kv::KvGeometry g = kv_geometry(m.hparams(), 16, DType::F16);
+    const uint64_t blocks =
+        uint64_t(seqs) * uint64_t((tokens_per_seq + g.block_size - 1) / g.block_size + 1) +
+        uint64_t(kv::KvStorage::kChunkBlocks);
+    o.kv_budget_bytes = blocks * g.bytes_per_block();
+    return o;
+}
 
 // The seed's summary of repeated runs: drop the fastest and the slowest (when there are at
 // least 3), median of the rest.
@@ -71,13 +90,19 @@ std::vector<int32_t> text_tokens(const Model& m, size_t n) {
     return out;
 }
 
+const char* kv_note(const BenchOptions& o) {
+    return o.kv_prefault ? "KV cache resident from each engine's start"
+                         : "KV pages first touched inside the runs (--no-kv-prefault)";
+}
+
 EngineConfig engine_config(const BenchOptions& o, bool caching, bool batching, int parallel) {
     EngineConfig c;
     c.n_threads = o.threads;
     c.enable_prefix_caching = caching;
     c.enable_batching = batching;
     c.max_num_seqs = parallel;
-    c.kv_budget_bytes = 1ull << 30;
+    c.kv_budget_bytes = o.kv_budget_bytes;
+    c.kv_prefault = o.kv_prefault;
     return c;
 }
 
@@ -190,6 +215,7 @@ StartFigures measure_start(const BenchOptions& o, bool cold) {
     f.load_ms = now_ms() - t;
     EngineConfig c = engine_config(o, false, true, 1);
     c.warmup = !cold;
+    c.kv_prefault = false;  // what an app's engine does at start by default
     t = now_ms();
     Engine e(*model, c);
     f.engine_ms = now_ms() - t;
@@ -199,20 +225,23 @@ StartFigures measure_start(const BenchOptions& o, bool cold) {
     return f;
 }
 
-void run_bench_model(const BenchOptions& o) {
-    const auto model = Model::load(o.model, o.load);
+void run_bench_model(const BenchOptions& opts) {
+    const auto model = Model::load(opts.model, opts.load);
+    const BenchOptions o =
+        with_kv_budget(opts, *model, opts.context_tokens + opts.gen_tokens + 1, opts.n_agents);
     const HParams& hp = model->hparams();
     json j;
     j["model"] = o.model;
     j["threads"] = o.threads;
     j["target"] = kernels::active_units();
+    j["kv_prefault"] = o.kv_prefault;
     if (!o.json_out)
         std::printf(
             "model %s: %s, %d layers, n_embd %d, %.1f MiB of weights read per token; "
-            "%d threads, %d repetitions, kernels %s\n",
+            "%d threads, %d repetitions, kernels %s; %s\n",
             o.model.c_str(), hp.name.c_str(), hp.n_layer, hp.n_embd,
             double(model->weights().matrix_bytes) / 1048576.0, o.threads, o.repeat,
-            kernels::active_units().c_str());
+            kernels::active_units().c_str(), kv_note(o));
     // The bandwidth of a shared machine drifts from minute to minute: it is probed right before
     // every decode run, and the fraction of the roofline is taken per repetition. The roofline
     // streams the weight matrices decode reads per token, in their memory (part of them may
@@ -318,8 +347,10 @@ void run_bench_model(const BenchOptions& o) {
 
 // ---- troupe bench agents ------------------------------------------------------------------
 
-void run_bench_agents(const BenchOptions& o) {
-    const auto model = Model::load(o.model, o.load);
+void run_bench_agents(const BenchOptions& opts) {
+    const auto model = Model::load(opts.model, opts.load);
+    const BenchOptions o = with_kv_budget(
+        opts, *model, opts.prefix_tokens + opts.suffix_tokens + opts.gen_tokens, opts.n_agents);
     const std::vector<int32_t> text =
         text_tokens(*model, size_t(o.prefix_tokens + o.n_agents * o.suffix_tokens) + 1);
     // Agent k: the shared prefix (BOS + prefix_tokens - 1 tokens), then its own suffix.
@@ -339,11 +370,13 @@ void run_bench_agents(const BenchOptions& o) {
     j["prefix_tokens"] = o.prefix_tokens;
     j["suffix_tokens"] = o.suffix_tokens;
     j["generated_tokens"] = o.gen_tokens;
+    j["kv_prefault"] = o.kv_prefault;
     if (!o.json_out)
         std::printf(
             "%d agents: %d shared prefix tokens + %d private each, %d generated each; "
-            "%d threads, %d repetitions\n",
-            o.n_agents, o.prefix_tokens, o.suffix_tokens, o.gen_tokens, o.threads, o.repeat);
+            "%d threads, %d repetitions; %s\n",
+            o.n_agents, o.prefix_tokens, o.suffix_tokens, o.gen_tokens, o.threads, o.repeat,
+            kv_note(o));
     {  // whether the threads share a cache moves the batched figures (kernels/probes.h)
         ThreadPool pool(o.threads);
         print_or_collect(o, j, "core_to_core_ns", kernels::probe_core_to_core_ns(&pool, 5).median,
@@ -415,6 +448,8 @@ void add_bench_engine_commands(CLI::App* bench) {
             ->capture_default_str();
         cmd->add_option("--agents", o->n_agents, "Concurrent sequences")->capture_default_str();
         cmd->add_flag("--json", o->json_out, "Print one JSON object");
+        cmd->add_flag("--no-kv-prefault{false}", o->kv_prefault,
+                      "Leave the KV cache's pages to be first touched inside the timed runs");
         cmd->add_flag("--no-interleave{false}", o->load.interleave_weights,
                       "Keep the Q8_0 matrices in the file's layout (no rows-in-lanes kernels)");
     };
