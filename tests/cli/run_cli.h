@@ -30,8 +30,12 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
     const int fd = mkstemp(err_path);
     if (fd >= 0) close(fd);
     std::string cmd = shell_quote(TROUPE_CLI_PATH);
-    for (const std::string& a : args) cmd += " " + shell_quote(a);
-    cmd += " 2>" + shell_quote(err_path);
+    for (const std::string& a : args) {  // appended piecewise: GCC 12's -Wrestrict misfires
+        cmd += ' ';                         // on `" " + std::string&&`
+        cmd += shell_quote(a);
+    }
+    cmd += " 2>";
+    cmd += shell_quote(err_path);
     CliResult r;
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return r;
