@@ -92,8 +92,8 @@ class KvStorage {
 
     // Makes every page that holds a block resident now (one write per page of each piece),
     // so that no later write of a block page-faults: the first write of a fresh page costs
-    // the OS zeroing it (a 2 MiB page: ~0.1 ms on bare metal, ~3 ms in a cloud VM that backs
-    // its memory lazily), inside whichever step first uses the block. llama.cpp clears its KV
+    // the OS zeroing it (a 2 MiB page: 0.3-7.8 ms measured in a cloud VM, the most for memory
+    // new to the guest), inside whichever step first uses the block. llama.cpp clears its KV
     // buffer at start and vLLM preallocates its blocks, so neither pays this while serving.
     // Call before any block is written: it writes zeros. Resident memory becomes the whole
     // cache (EngineConfig::kv_prefault).

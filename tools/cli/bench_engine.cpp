@@ -46,10 +46,12 @@ struct BenchOptions {
 // budget resident at start (EngineConfig::kv_prefault), like llama.cpp, whose
 // llama-batched-bench figures the targets quote, clears its KV buffer before any timing: the
 // runs then measure the kernels and the scheduler, not the OS zeroing fresh pages (in a cloud
-// VM that backs memory lazily ~3 ms per 2 MiB page, and a batch of 8 sequences first-touches
-// 8 times the blocks one sequence does).
+// VM 0.3-7.8 ms per 2 MiB page, measured, and a batch of 8 sequences first-touches 8 times
+// the blocks one sequence does). The geometry is the engines': engine_config keeps the
+// EngineConfig defaults for block size and cache type.
 BenchOptions with_kv_budget(BenchOptions o, const Model& m, int tokens_per_seq, int seqs) {
-    const kv::KvGeometry g = kv_geometry(m.hparams(), 16, DType::F16);
+    const EngineConfig defaults;
+    const kv::KvGeometry g = kv_geometry(m.hparams(), defaults.block_size, defaults.kv_type);
     const uint64_t blocks =
         uint64_t(seqs) * uint64_t((tokens_per_seq + g.block_size - 1) / g.block_size + 1) +
         uint64_t(kv::KvStorage::kChunkBlocks);
