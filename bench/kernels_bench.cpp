@@ -3,8 +3,10 @@
 // Threads come from TROUPE_THREADS (default 2). Matrix and attention benchmarks cycle through
 // copies of the weights / the KV cache larger than the last-level cache
 // (TROUPE_WORKING_SET_MB, default 256), as decode reads the model and each layer's cache from
-// DRAM. Counters: bytes_per_second (weights), FLOPS (2 per
-// multiply-add). `troupe bench kernels` prints the same figures against the machine limits.
+// DRAM; the copies are in huge pages where the OS has them (LargeBuffer, kv::KvStorage), as
+// the engine's interleaved weights and KV cache are. Counters: bytes_per_second (weights),
+// FLOPS (2 per multiply-add). `troupe bench kernels` prints the same figures against the
+// machine limits.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -20,6 +22,7 @@
 #include "kernels/weight_layout.h"
 #include "kv/kv_storage.h"
 #include "tensor/quant_ref.h"
+#include "util/large_buffer.h"
 
 namespace troupe {
 namespace {
@@ -50,7 +53,7 @@ class Weights {
         bytes_ = rb * size_t(n_out);
         n_ =
             std::max<size_t>(2, (size_t(env_int("TROUPE_WORKING_SET_MB", 256)) << 20) / bytes_ + 1);
-        data_.resize(bytes_ * n_);
+        data_ = LargeBuffer(bytes_ * n_);
         const auto f = random_floats(size_t(n_in) * size_t(n_out), 1);
         for (int64_t o = 0; o < n_out; ++o)
             quantize_row(type, f.data() + o * n_in, data_.data() + size_t(o) * rb, n_in);
@@ -66,7 +69,7 @@ class Weights {
     size_t bytes() const { return bytes_; }
 
   private:
-    std::vector<uint8_t> data_;
+    LargeBuffer data_;
     size_t bytes_ = 0, n_ = 0, i_ = 0;
     ops::Weight w_;
 };
@@ -140,7 +143,7 @@ void BM_MatmulSequence(benchmark::State& state) {
     for (int64_t o = 0; o < n_out; ++o)
         quantize_row(DType::Q8_0, f.data() + o * n_in, file.data() + size_t(o) * rb, n_in);
     const ops::Weight w{DType::Q8_0, n_in, n_out, file.data(), rb};
-    std::vector<uint8_t> copies(bytes * (resident ? 1 : kMats));
+    const LargeBuffer copies(bytes * (resident ? 1 : kMats));
     std::vector<ops::Weight> ws;
     for (int c = 0; c < kMats; ++c)
         ws.push_back(ops::interleave(w, copies.data() + (resident ? 0 : size_t(c)) * bytes));
