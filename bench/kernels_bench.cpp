@@ -4,9 +4,10 @@
 // copies of the weights / the KV cache larger than the last-level cache
 // (TROUPE_WORKING_SET_MB, default 256), as decode reads the model and each layer's cache from
 // DRAM; the copies are in huge pages where the OS has them (LargeBuffer, kv::KvStorage), as
-// the engine's interleaved weights and KV cache are. Counters: bytes_per_second (weights),
-// FLOPS (2 per multiply-add). `troupe bench kernels` prints the same figures against the
-// machine limits.
+// the engine's interleaved weights and KV cache are (the engine reads the file layouts of
+// BM_Matmul from the model file's mapping). Counters: bytes_per_second (weights), FLOPS (2
+// per multiply-add). `troupe bench kernels` prints the same figures against the machine
+// limits.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
