@@ -86,10 +86,8 @@ class WeightCopies {
         n_copies_ = std::max<size_t>(2, working_set / bytes_ + 1);
         // In huge pages where the OS has them, as the engine's interleaved weights
         // (ModelWeights::interleaved_storage) and the read probe's buffer are (the engine
-        // reads the other layouts from the file's mapping). In 4 KiB pages (aligned_alloc,
-        // before; transparent huge pages in madvise mode never back it) the interleaved Q8_0
-        // product of 8 tokens ran at 452 / 462 GFLOP/s against 508 / 512 on a Zen 4 host
-        // (alternating pairs; src/kernels/README.md, "The next session").
+        // reads the other layouts from the file's mapping): 4 KiB pages understated the
+        // streamed products (src/kernels/README.md, "The next session").
         data_ = LargeBuffer(bytes_ * n_copies_);
         // Rows differ (a rotating input) so that no two rows are the same bytes.
         std::vector<uint8_t> file(bytes_);
