@@ -174,20 +174,20 @@ BENCHMARK(BM_MatmulSequence)
     ->ArgNames({"tokens", "resident", "n_out", "n_in"})
     ->UseRealTime();
 
-// The engine's paged F16 cache (kv::KvStorage) with the 135M model's shape (30 layers, 3 kv
-// heads, head_dim 64, blocks of 16), copied past the working-set size like the weights:
-// next() cycles through the copies' layer 0, as a forward pass finds each layer's cache
-// evicted by the weights read since its last visit. Only layer 0 is written (the rest of
-// each copy is never touched, so never resident).
+// The engine's paged cache (kv::KvStorage; F16 or BF16) with the 135M model's shape (30 layers, 3
+// kv heads, head_dim 64, blocks of 16), copied past the working-set size like the weights: next()
+// cycles through the copies' layer 0, as a forward pass finds each layer's cache evicted by the
+// weights read since its last visit. Only layer 0 is written (the rest of each copy is never
+// touched, so never resident).
 class Kv {
   public:
-    explicit Kv(int n_blocks) {
+    Kv(int n_blocks, DType type) {
         kv::KvGeometry g;
         g.n_layer = 30;
         g.n_kv_head = 3;
         g.head_dim = 64;
         g.block_size = 16;
-        g.type = DType::F16;
+        g.type = type;
         const size_t layer_bytes =  // K and V of layer 0
             g.bytes_per_block() / size_t(g.n_layer) * size_t(n_blocks);
         const size_t n = std::max<size_t>(
@@ -210,14 +210,15 @@ class Kv {
 };
 
 // args: sequences, context (tokens before the query), query rows per sequence, shared prefix
-// tokens (0: every sequence has its own blocks), grouped (use the shared form)
+// tokens (0: every sequence has its own blocks), grouped (use the shared form), bf16 (a BF16
+// cache instead of F16; the bits, 0x3000 + a few, are normal numbers in both)
 void BM_Attention(benchmark::State& state) {
     const int n_seqs = int(state.range(0)), ctx = int(state.range(1)), n_q = int(state.range(2));
     const int prefix = int(state.range(3));
     const bool grouped = state.range(4) != 0;
     // Blocks: the shared prefix's, then each sequence's own.
     const int per_seq = (ctx + n_q + 15) / 16 - prefix / 16;
-    Kv kv(prefix / 16 + n_seqs * per_seq);
+    Kv kv(prefix / 16 + n_seqs * per_seq, state.range(5) ? DType::BF16 : DType::F16);
     std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
     std::vector<std::vector<float>> q(static_cast<size_t>(n_seqs)), o(static_cast<size_t>(n_seqs));
     std::vector<ops::AttentionSeq> seqs;
@@ -244,24 +245,29 @@ void BM_Attention(benchmark::State& state) {
         4.0 * 64 * pairs * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Attention)
-    ->Args({1, 64, 1, 0, 0})
-    ->Args({1, 512, 1, 0, 0})
-    ->Args({1, 1024, 1, 0, 0})
-    ->Args({1, 4096, 1, 0, 0})
-    ->Args({8, 512, 1, 0, 0})
-    ->Args({8, 1008, 1, 1008, 0})
-    ->Args({8, 1008, 1, 1008, 1})
-    ->Args({8, 1200, 1, 1104, 1})
-    ->Args({7, 1104, 57, 1104, 1})
+    ->Args({1, 64, 1, 0, 0, 0})
+    ->Args({1, 512, 1, 0, 0, 0})
+    ->Args({1, 1024, 1, 0, 0, 0})
+    ->Args({1, 4096, 1, 0, 0, 0})
+    ->Args({8, 512, 1, 0, 0, 0})
+    ->Args({8, 1008, 1, 1008, 0, 0})
+    ->Args({8, 1008, 1, 1008, 1, 0})
+    ->Args({8, 1200, 1, 1104, 1, 0})
+    ->Args({7, 1104, 57, 1104, 1, 0})
     // troupe bench model's batched decode halfway: a 512-token prompt and 64 tokens each
-    ->Args({1, 576, 1, 0, 0})
-    ->Args({8, 576, 1, 512, 1})
+    ->Args({1, 576, 1, 0, 0, 0})
+    ->Args({8, 576, 1, 512, 1, 0})
     // ... as the engine shares it: the prompt's last block is each sequence's own
-    ->Args({8, 576, 1, 496, 1})
-    ->Args({8, 520, 1, 512, 1})
-    ->Args({1, 0, 512, 0, 0})
-    ->Args({1, 0, 1400, 0, 0})
-    ->ArgNames({"seqs", "ctx", "rows", "shared", "grouped"})
+    ->Args({8, 576, 1, 496, 1, 0})
+    ->Args({8, 520, 1, 512, 1, 0})
+    ->Args({1, 0, 512, 0, 0, 0})
+    ->Args({1, 0, 1400, 0, 0, 0})
+    // the same with a BF16 cache (--kv-type bf16)
+    ->Args({1, 576, 1, 0, 0, 1})
+    ->Args({8, 576, 1, 496, 1, 1})
+    ->Args({8, 1008, 1, 1008, 1, 1})
+    ->Args({1, 0, 512, 0, 0, 1})
+    ->ArgNames({"seqs", "ctx", "rows", "shared", "grouped", "bf16"})
     ->UseRealTime();
 
 void BM_PoolRun(benchmark::State& state) {

@@ -19,8 +19,8 @@ void validate(const EngineConfig& c) {
     if (c.block_size < 1 || c.block_size > 1024) throw Error("block_size must be in [1, 1024]");
     if (c.max_num_seqs < 1) throw Error("max_num_seqs (parallel) must be >= 1");
     if (c.max_num_batched_tokens < 1) throw Error("max_num_batched_tokens must be >= 1");
-    if (c.kv_type != DType::F16 && c.kv_type != DType::F32)
-        throw Error("the KV cache type must be f16 or f32");
+    if (c.kv_type != DType::F16 && c.kv_type != DType::BF16 && c.kv_type != DType::F32)
+        throw Error("the KV cache type must be f16, bf16 or f32");
 }
 
 std::vector<int32_t> eog_tokens(const Tokenizer& t) {

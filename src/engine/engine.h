@@ -36,7 +36,7 @@ struct EngineConfig {
     int n_ctx = 0;                      // max tokens per sequence; 0: the model's training context
     int block_size = 16;                // tokens per KV block
     uint64_t kv_budget_bytes = 0;       // 0: kv::default_kv_budget_bytes()
-    DType kv_type = DType::F16;         // F16 or F32
+    DType kv_type = DType::F16;         // F16, BF16 or F32
     int max_num_seqs = 64;              // running sequences at once (--parallel)
     int max_num_batched_tokens = 512;   // tokens per forward pass (decodes + prompt chunks)
     bool enable_prefix_caching = true;  // reuse cached KV of equal prompt prefixes

@@ -24,7 +24,8 @@ double nll_of(const float* logits, int n_vocab, int32_t target) {
 
 PerplexityResult compute_perplexity(const Model& model, std::span<const int32_t> tokens, int n_ctx,
                                     int n_batch, ThreadPool* pool,
-                                    const std::function<void(int64_t, int64_t, double)>& progress) {
+                                    const std::function<void(int64_t, int64_t, double)>& progress,
+                                    DType kv_type) {
     const HParams& hp = model.hparams();
     if (n_ctx < 4) throw Error("perplexity needs a context of at least 4 tokens");
     if (int64_t(tokens.size()) < 2 * int64_t(n_ctx))
@@ -33,7 +34,7 @@ PerplexityResult compute_perplexity(const Model& model, std::span<const int32_t>
                     " needs at least " + std::to_string(2 * n_ctx));
     n_batch = std::max(1, std::min(n_batch, n_ctx));
 
-    SequenceKv kv(hp, n_ctx);
+    SequenceKv kv(hp, n_ctx, 16, kv_type);
 
     const int32_t bos = model.tokenizer().bos();
     const bool add_bos = model.tokenizer().add_bos() && bos >= 0;

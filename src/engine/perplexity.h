@@ -24,9 +24,10 @@ struct PerplexityResult {
 
 // tokens: the whole tokenized text. n_batch: tokens per forward pass (a window is computed
 // in chunks of n_batch). progress (optional) is called after each window with (done, total).
+// kv_type: the KV cache's element type (F16, BF16 or F32), to measure what a type costs.
 // Throws troupe::Error when the text has fewer than 2 * n_ctx tokens (llama.cpp's rule).
 PerplexityResult compute_perplexity(
     const Model& model, std::span<const int32_t> tokens, int n_ctx, int n_batch, ThreadPool* pool,
-    const std::function<void(int64_t, int64_t, double)>& progress = {});
+    const std::function<void(int64_t, int64_t, double)>& progress = {}, DType kv_type = DType::F16);
 
 }  // namespace troupe

@@ -41,8 +41,8 @@ HWY_INLINE size_t AttnStateFloats(int head_dim) {
     return (size_t(ops::kAttnStateO) + PaddedHeadDim(head_dim) + 15) / 16 * 16;
 }
 
-// The AttendTile instance for a cache of element type T (uint16_t: F16, float: F32) and this
-// head size: the usual sizes with whole vectors unroll completely.
+// The AttendTile instance for a cache of element type T (uint16_t: F16, float: F32, Bf16 /
+// Bf16Dot: BF16) and this head size: the usual sizes with whole vectors unroll completely.
 using AttendTileFn = void (*)(const ops::KvLayerView&, int, const int32_t*, int32_t, int32_t,
                               const float*, const int32_t*, int, float*, size_t,
                               const ops::AttentionTail*, float*, const PrefetchRuns*);
@@ -54,6 +54,42 @@ AttendTileFn PickAttendTile(int head_dim) {
     if (n_chunks == 4) return &AttendTile<4, T>;
     if (n_chunks == 8) return &AttendTile<8, T>;
     return &AttendTile<0, T>;
+}
+
+// The BF16 cache's bits of x: BF16BitsFromF32 with subnormals flushed to zero, their sign
+// kept (fp32_to_bf16_ftz, util/fp16.h).
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, AF>> KvBf16Bits(AV x) {
+    const hn::Rebind<uint16_t, AF> du16;
+    const auto h = BF16BitsFromF32(AF(), x);
+    return hn::IfThenElse(hn::Eq(hn::And(h, hn::Set(du16, uint16_t(0x7f80))), hn::Zero(du16)),
+                          hn::And(h, hn::Set(du16, uint16_t(0x8000))), h);
+}
+
+// dst[hd] = src * scale; for a BF16 cache (hd even) rounded to BF16 (KvBf16Bits): as floats,
+// or with `packed` as the BF16 bits in dimension order (the pairs ScoreTileDot reads: word i
+// holds dimension 2i in its low half, 2i + 1 in its high half).
+HWY_INLINE void ScaleQuery(const float* HWY_RESTRICT src, int hd, float scale, DType type,
+                           bool packed, float* HWY_RESTRICT dst) {
+    const AF df;
+    const hn::Rebind<uint16_t, AF> du16;
+    const size_t N = hn::Lanes(df);
+    const AV sv = hn::Set(df, scale);
+    auto* bits = reinterpret_cast<uint16_t*>(dst);
+    for (size_t d = 0; d < size_t(hd); d += N) {
+        const size_t n = std::min(N, size_t(hd) - d);
+        const AV x = hn::Mul(n == N ? hn::LoadU(df, src + d) : LoadTail(df, src + d, n), sv);
+        if (type != DType::BF16) {
+            n == N ? hn::StoreU(x, df, dst + d) : StoreTail(df, x, dst + d, n);
+            continue;
+        }
+        const auto h = KvBf16Bits(x);
+        if (packed) {
+            n == N ? hn::StoreU(h, du16, bits + d) : StoreTail(du16, h, bits + d, n);
+        } else {
+            const AV r = F32FromBF16Bits(df, h);
+            n == N ? hn::StoreU(r, df, dst + d) : StoreTail(df, r, dst + d, n);
+        }
+    }
 }
 
 // Query vectors q[i] (head_dim floats each; position qpos[i]) over the keys at positions
@@ -73,13 +109,24 @@ void AttendRange(const ops::KvLayerView& kv, int head, const int32_t* block_tabl
     float* qs = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
     float* rest = qs + (size_t(nq) * hd_pad + 15) / 16 * 16;
     int32_t max_pos = -1;
+    const bool bf16 = kv.type == DType::BF16;
+    const bool dot = bf16 && HasDotBf16();
     for (int i = 0; i < nq; ++i) {
-        float* dst = qs + size_t(i) * hd_pad;
-        for (int d = 0; d < kv.head_dim; ++d) dst[d] = q[i][d] * scale;
+        ScaleQuery(q[i], kv.head_dim, scale, kv.type, dot, qs + size_t(i) * hd_pad);
         max_pos = std::max(max_pos, qpos[i]);
     }
-    const AttendTileFn attend = kv.type == DType::F16 ? PickAttendTile<uint16_t>(kv.head_dim)
-                                                      : PickAttendTile<float>(kv.head_dim);
+    AttendTileFn attend;
+    if (kv.type == DType::F16) {
+        attend = PickAttendTile<uint16_t>(kv.head_dim);
+#ifdef TROUPE_ATTN_DPBF16
+    } else if (dot) {
+        attend = PickAttendTile<Bf16Dot>(kv.head_dim);
+#endif
+    } else if (bf16) {
+        attend = PickAttendTile<Bf16>(kv.head_dim);
+    } else {
+        attend = PickAttendTile<float>(kv.head_dim);
+    }
     // The last chunk with keys some query vector sees: it prefetches `next`.
     const int32_t last_c0 = std::max(k0, (std::min(k1, max_pos + 1) - 1) / chunk * chunk);
     for (int32_t c0 = k0; c0 < k1; c0 = (c0 / chunk + 1) * chunk, states += size_t(nq) * stride) {
@@ -133,11 +180,11 @@ void MergeStates(const float* base, const int* slots, size_t stride, int n, int 
     }
 }
 
-// dst[i * stride] = f16(src[i]) or src[i] (stride in elements: 1 for a V row, block_size
-// for a K vector, which the cache stores transposed), for kv_store.
+// dst[i * stride] = f16(src[i]), bf16(src[i]) or src[i] (stride in elements: 1 for a V row,
+// block_size for an F16 / F32 K vector, which the cache stores transposed), for kv_store.
 void StoreKvVector(DType type, const float* HWY_RESTRICT src, uint8_t* HWY_RESTRICT dst, int n,
                    size_t stride) {
-    if (type != DType::F16) {
+    if (type == DType::F32) {
         if (stride == 1) {
             std::memcpy(dst, src, size_t(n) * sizeof(float));
         } else {
@@ -160,12 +207,13 @@ void StoreKvVector(DType type, const float* HWY_RESTRICT src, uint8_t* HWY_RESTR
     const hn::Rebind<uint16_t, AF> du16;
     const size_t N = hn::Lanes(df);
     auto* h = reinterpret_cast<uint16_t*>(dst);
+    const auto bits = [&](AV x) {
+        return type == DType::BF16 ? KvBf16Bits(x) : F16BitsFromF32(df, x);
+    };
     size_t i = 0;
-    for (; i + N <= size_t(n); i += N)
-        hn::StoreU(F16BitsFromF32(df, hn::LoadU(df, src + i)), du16, h + i);
+    for (; i + N <= size_t(n); i += N) hn::StoreU(bits(hn::LoadU(df, src + i)), du16, h + i);
     if (i < size_t(n))
-        StoreTail(du16, F16BitsFromF32(df, LoadTail(df, src + i, size_t(n) - i)), h + i,
-                  size_t(n) - i);
+        StoreTail(du16, bits(LoadTail(df, src + i, size_t(n) - i)), h + i, size_t(n) - i);
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

@@ -248,7 +248,7 @@ int common_blocks(const AttentionSeq& a, const AttentionSeq& b, int limit) {
 }
 
 void check_attention_args(const KvLayerView& kv, int n_head) {
-    TROUPE_CHECK(kv.type == DType::F16 || kv.type == DType::F32);
+    TROUPE_CHECK(kv_type_supported(kv.type, kv.head_dim));
     TROUPE_CHECK(kv.n_kv_head > 0 && n_head % kv.n_kv_head == 0);
     TROUPE_CHECK(kv.head_dim > 0 && kv.head_dim <= 512 && kv.block_size > 0);
 }
@@ -266,7 +266,7 @@ float* output_of(const AttentionPlan& plan, int qid, int hd) {
 
 // The K and V blocks of the first key chunk of task `t` (as many as PrefetchRuns holds).
 void first_blocks_of(const KvLayerView& kv, const AttentionPlan::Task& t, PrefetchRuns& runs) {
-    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    const size_t elem = kv_elem_bytes(kv.type);
     runs.bytes = size_t(kv.block_size) * size_t(kv.head_dim) * elem;
     runs.n = 0;
     const int32_t chunk = key_chunk(kv.block_size);
@@ -558,13 +558,13 @@ void for_each_head_piece(const KvLayerView& kv, int c0, int c1, F&& fn) {
 
 void kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1, const int32_t* block_table,
                    const int32_t* pos, const float* src, int64_t n) {
-    TROUPE_CHECK(kv.type == DType::F16 || kv.type == DType::F32);
+    TROUPE_CHECK(kv_type_supported(kv.type, kv.head_dim));
     const int row = kv.n_kv_head * kv.head_dim;
     TROUPE_CHECK(0 <= c0 && c0 <= c1 && c1 <= row);
     if (!HWY_DYNAMIC_DISPATCH(AttnHasKernel)())
         return ref::kv_store_cols(kv, values, c0, c1, block_table, pos, src, n);
     const auto store = HWY_DYNAMIC_DISPATCH(KvStoreVector);
-    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    const size_t elem = kv_elem_bytes(kv.type);
     uint8_t* base = values ? kv.v : kv.k;
     for (int64_t r = 0; r < n; ++r) {
         const int32_t block = block_table[pos[r] / kv.block_size];
@@ -575,6 +575,11 @@ void kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1, const int
             if (values) {
                 store(kv.type, x, at + (slot * size_t(kv.head_dim) + size_t(d0)) * elem, d1 - d0,
                       1);
+            } else if (kv.type == DType::BF16) {  // dimension pairs (kv_key_elem)
+                uint16_t tmp[512];                // head_dim <= 512 (check_attention_args)
+                store(kv.type, x, reinterpret_cast<uint8_t*>(tmp), d1 - d0, 1);
+                for (int d = d0; d < d1; ++d)
+                    std::memcpy(at + kv_key_elem(kv, d, slot) * elem, tmp + (d - d0), 2);
             } else {  // transposed: dimension d of the slot, block_size elements apart
                 store(kv.type, x, at + (size_t(d0) * size_t(kv.block_size) + slot) * elem,
                       d1 - d0, size_t(kv.block_size));
@@ -592,7 +597,7 @@ void kv_store(const KvLayerView& kv, const int32_t* block_table, const int32_t* 
 
 void prefetch_kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1,
                             const int32_t* block_table, const int32_t* pos, int64_t n) {
-    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    const size_t elem = kv_elem_bytes(kv.type);
     for (int64_t r = 0; r < n; ++r) {
         const int32_t block = block_table[pos[r] / kv.block_size];
         const size_t slot = size_t(pos[r] % kv.block_size);
@@ -606,12 +611,11 @@ void prefetch_kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1,
                 __builtin_prefetch(v + bytes - 1, 1, 3);
                 return;
             }
-            const uint8_t* k = at + slot * elem;
-            const size_t k_step = size_t(kv.block_size) * elem;  // between dimensions
             uintptr_t last = ~uintptr_t(0);
             for (int d = d0; d < d1; ++d) {
-                const uintptr_t line = reinterpret_cast<uintptr_t>(k + size_t(d) * k_step) / 64;
-                if (line != last) __builtin_prefetch(k + size_t(d) * k_step, 1, 3);
+                const uint8_t* k = at + kv_key_elem(kv, d, slot) * elem;
+                const uintptr_t line = reinterpret_cast<uintptr_t>(k) / 64;
+                if (line != last) __builtin_prefetch(k, 1, 3);
                 last = line;
             }
         });

@@ -54,35 +54,128 @@ constexpr size_t TileChunks() {
     return kQ > kTileQ ? 2 : 4;
 }
 
+// Scores of a BF16 cache (K in dimension pairs, ops::kv_key_elem): the canonical pair chain
+// of attention_common-inl.h, by float multiply-adds of the widened pairs (every target). Lane
+// l of a pair vector holds dimensions 2i (low half) and 2i + 1 (high half) of key l. q: the
+// query vectors rounded to BF16, as floats; kp[v] + i * stride: pair i of key vector v.
+template <int kQ, size_t kV>
+HWY_INLINE void ScoreTilePairs(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd,
+                               const Bf16* const* kp, size_t stride, size_t v0,
+                               float* HWY_RESTRICT s, LinePrefetcher& pf) {
+    const AF df;
+    const hn::RebindToUnsigned<AF> du;
+    const size_t N = hn::Lanes(df);
+    const auto hi_mask = hn::Set(du, 0xffff0000u);
+    AV acc[kQ][kV];
+    for (int i = 0; i < kQ; ++i)
+        for (size_t v = 0; v < kV; ++v) acc[i][v] = hn::Zero(df);
+    for (size_t d = 0; d < hd; d += 2) {
+        pf.tick();
+        AV k_odd[kV], k_even[kV];
+        for (size_t v = 0; v < kV; ++v) {
+            const auto pair =
+                hn::LoadU(du, reinterpret_cast<const uint32_t*>(kp[v] + (d / 2) * stride));
+            k_odd[v] = hn::BitCast(df, hn::And(pair, hi_mask));
+            k_even[v] = hn::BitCast(df, hn::ShiftLeft<16>(pair));
+        }
+        for (int i = 0; i < kQ; ++i) {
+            const AV b_odd = hn::Set(df, q[size_t(i) * hd_pad + d + 1]);
+            const AV b_even = hn::Set(df, q[size_t(i) * hd_pad + d]);
+            for (size_t v = 0; v < kV; ++v) {
+                acc[i][v] = hn::MulAdd(b_odd, k_odd[v], acc[i][v]);
+                acc[i][v] = hn::MulAdd(b_even, k_even[v], acc[i][v]);
+            }
+        }
+    }
+    for (int i = 0; i < kQ; ++i)
+        for (size_t v = 0; v < kV; ++v)
+            hn::Store(acc[i][v], df, s + size_t(i) * kStepKeys + (v0 + v) * N);
+}
+
+#if HWY_TARGET == HWY_AVX3_DL && HWY_ARCH_X86_64 && (HWY_COMPILER_GCC_ACTUAL || HWY_COMPILER_CLANG)
+#define TROUPE_ATTN_DPBF16 1
+// The same scores by vdpbf16ps (AVX512_BF16: Cooper Lake, Sapphire Rapids, Zen 4 and later),
+// which does a pair of multiply-adds per lane: half the instructions of ScoreTilePairs. Raw
+// intrinsics because Highway 1.0 has no BF16 dot product. q here holds each query vector's
+// dimension pairs packed as BF16 bits (low half 2i, high half 2i + 1), hd / 2 of them per
+// row of hd_pad floats. Only called where the CPU has the instruction (HasDotBf16). The
+// instruction treats subnormal inputs as zero and flushes subnormal results: the cache and
+// the queries have none (KvBf16Bits); a subnormal partial sum is the one case where this and
+// ScoreTilePairs may differ in the last bit, and the kernel runs one of them per CPU.
+template <int kQ, size_t kV>
+__attribute__((target("avx512bf16"))) HWY_NOINLINE void ScoreTileDot(
+    const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const Bf16Dot* const* kp, size_t stride,
+    size_t v0, float* HWY_RESTRICT s, LinePrefetcher& pf) {
+    static_assert(hn::MaxLanes(AF()) == 16, "512-bit vectors");
+    const uint32_t* qp = reinterpret_cast<const uint32_t*>(q);
+    __m512 acc[kQ][kV];
+    for (int i = 0; i < kQ; ++i)
+        for (size_t v = 0; v < kV; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (size_t d = 0; d < hd / 2; ++d) {
+        pf.tick();
+        __m512bh k[kV];
+        for (size_t v = 0; v < kV; ++v)
+            k[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(kp[v] + d * stride));
+        for (int i = 0; i < kQ; ++i) {
+            const __m512bh b =
+                reinterpret_cast<__m512bh>(_mm512_set1_epi32(int(qp[size_t(i) * hd_pad + d])));
+            for (size_t v = 0; v < kV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], k[v], b);
+        }
+    }
+    for (int i = 0; i < kQ; ++i)
+        for (size_t v = 0; v < kV; ++v)
+            _mm512_store_ps(s + size_t(i) * kStepKeys + (v0 + v) * 16, acc[i][v]);
+}
+#endif
+
+// Whether this CPU runs ScoreTileDot (the Bf16Dot path of a BF16 cache).
+HWY_INLINE bool HasDotBf16() {
+#ifdef TROUPE_ATTN_DPBF16
+    return __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+}
+
 // s[i * kStepKeys + (v0 + v) * N + lane] = scores of kQ query vectors (q: rows hd_pad apart,
 // scaled) and the key vectors v0 .. v0 + kV - 1; dimension d of key vector v at
 // kp[v] + d * stride.
 template <int kQ, size_t kV, class T>
 HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const T* const* kp,
                           size_t stride, size_t v0, float* HWY_RESTRICT s, LinePrefetcher& pf) {
-    const AF df;
-    const size_t N = hn::Lanes(df);
-    AV acc[kQ][kV];
-    {
-        AV k[kV];
-        for (size_t v = 0; v < kV; ++v) k[v] = LoadKv(kp[v]);
-        for (int i = 0; i < kQ; ++i) {
-            const AV b = hn::Set(df, q[size_t(i) * hd_pad]);
-            for (size_t v = 0; v < kV; ++v) acc[i][v] = hn::Mul(b, k[v]);
+    if constexpr (std::is_same_v<T, Bf16>) {
+        ScoreTilePairs<kQ, kV>(q, hd_pad, hd, kp, stride, v0, s, pf);
+    } else if constexpr (std::is_same_v<T, Bf16Dot>) {
+#ifdef TROUPE_ATTN_DPBF16
+        ScoreTileDot<kQ, kV>(q, hd_pad, hd, kp, stride, v0, s, pf);
+#else
+        static_assert(!std::is_same_v<T, T>, "Bf16Dot needs the AVX3_DL target");
+#endif
+    } else {
+        const AF df;
+        const size_t N = hn::Lanes(df);
+        AV acc[kQ][kV];
+        {
+            AV k[kV];
+            for (size_t v = 0; v < kV; ++v) k[v] = LoadKv(kp[v]);
+            for (int i = 0; i < kQ; ++i) {
+                const AV b = hn::Set(df, q[size_t(i) * hd_pad]);
+                for (size_t v = 0; v < kV; ++v) acc[i][v] = hn::Mul(b, k[v]);
+            }
         }
-    }
-    for (size_t d = 1; d < hd; ++d) {
-        pf.tick();
-        AV k[kV];
-        for (size_t v = 0; v < kV; ++v) k[v] = LoadKv(kp[v] + d * stride);
-        for (int i = 0; i < kQ; ++i) {
-            const AV b = hn::Set(df, q[size_t(i) * hd_pad + d]);
-            for (size_t v = 0; v < kV; ++v) acc[i][v] = hn::MulAdd(b, k[v], acc[i][v]);
+        for (size_t d = 1; d < hd; ++d) {
+            pf.tick();
+            AV k[kV];
+            for (size_t v = 0; v < kV; ++v) k[v] = LoadKv(kp[v] + d * stride);
+            for (int i = 0; i < kQ; ++i) {
+                const AV b = hn::Set(df, q[size_t(i) * hd_pad + d]);
+                for (size_t v = 0; v < kV; ++v) acc[i][v] = hn::MulAdd(b, k[v], acc[i][v]);
+            }
         }
+        for (int i = 0; i < kQ; ++i)
+            for (size_t v = 0; v < kV; ++v)
+                hn::Store(acc[i][v], df, s + size_t(i) * kStepKeys + (v0 + v) * N);
     }
-    for (int i = 0; i < kQ; ++i)
-        for (size_t v = 0; v < kV; ++v)
-            hn::Store(acc[i][v], df, s + size_t(i) * kStepKeys + (v0 + v) * N);
 }
 
 // Scores of kQ query vectors and the first n_vecs key vectors of the step (kt[v]: key vector
@@ -264,7 +357,8 @@ HWY_INLINE size_t TileScratchFloats(int nq, size_t hd) {
 // updated in place. tail (may be null): the keys from tail->split on are read per member,
 // through its block table, by its query vectors only (ops::AttentionTail). scratch: 64-byte
 // aligned, TileScratchFloats floats. next (may be null): memory read after this call,
-// prefetched a little per iteration of the inner loops. T: uint16_t (F16 cache) or float (F32).
+// prefetched a little per iteration of the inner loops. T: uint16_t (F16 cache), float (F32),
+// Bf16 or Bf16Dot (BF16: qs rounded to BF16, and for Bf16Dot packed as pairs, AttendRange).
 template <size_t kChunks, class T>
 HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t* block_table,
                              int32_t k0, int32_t end, const float* qs, const int32_t* qpos, int nq,
@@ -293,10 +387,23 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
                                       hd_pad, s, p, pf);
                 return;
             }
+            if constexpr (kIsBf16<T>) {
+                // Runs of N keys cross blocks: gather the step's K pairs, element by element,
+                // into a pair layout of kStepKeys keys (the same bits, the same arithmetic).
+                T* kb = reinterpret_cast<T*>(kf);
+                for (int j = 0; j < ks.n; ++j)
+                    for (size_t d = 0; d < hd; ++d)
+                        kb[(d / 2) * 2 * kStepKeys + 2 * size_t(j) + d % 2] = KeyElem(ks, j, d);
+                const T* kt[kStepVecs];
+                for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = kb + 2 * v * N;
+                AllTilesStep<kChunks>(q, pos, n, st, kt, 2 * kStepKeys, ks.v, ks.n, ks.pos0, hd,
+                                      hd_pad, s, p, pf);
+                return;
+            }
             // Runs of N keys cross blocks: gather the step's K in float, element by element.
             for (int j = 0; j < ks.n; ++j)
                 for (size_t d = 0; d < hd; ++d)
-                    kf[d * kStepKeys + size_t(j)] = KvToFloat(ks.k[j][d * ks.k_stride]);
+                    kf[d * kStepKeys + size_t(j)] = KvToFloat(KeyElem(ks, j, d));
             const float* kt[kStepVecs];
             for (size_t v = 0; v * N < size_t(ks.n); ++v) kt[v] = kf + v * N;
             AllTilesStep<kChunks>(q, pos, n, st, kt, kStepKeys, ks.v, ks.n, ks.pos0, hd, hd_pad,

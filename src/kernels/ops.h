@@ -184,14 +184,17 @@ int64_t argmax(const float* x, int64_t n);
 
 // One layer of the paged KV cache as the attention kernel sees it. Within a block a kv head's
 // K is stored transposed, V by rows: for (physical block b, kv head h, slot s), element d of
-//   K is at k + kv_block_offset(b) + h * head_stride + (d * block_size + s) * elem_size,
+//   K is at k + kv_block_offset(b) + h * head_stride + kv_key_elem(kv, d, s) * elem_size,
+//        kv_key_elem = d * block_size + s (F16, F32), or for BF16 the dimension pairs of each
+//        key side by side, ((d / 2) * block_size + s) * 2 + d % 2 (so that one 32-bit lane
+//        holds dimensions 2i, 2i + 1 of one key: the operand of a BF16 pair dot product),
 //   V is at v + kv_block_offset(b) + h * head_stride + (s * head_dim + d) * elem_size,
 // where blocks come in chunks of 2^chunk_shift: kv_block_offset(b) = (b >> chunk_shift) *
 // chunk_stride + (b & (2^chunk_shift - 1)) * block_stride (chunk_shift 31: one chunk).
 // (Dimension d of consecutive keys is contiguous: the kernel multiplies a query element into
 // a vector of keys, one FMA chain per key and no horizontal sums.)
 struct KvLayerView {
-    DType type = DType::F16;  // F16 or F32
+    DType type = DType::F16;  // F16, BF16 (even head_dim) or F32 (kv_type_supported)
     uint8_t* k = nullptr;
     uint8_t* v = nullptr;
     size_t block_stride = 0;  // bytes
@@ -202,6 +205,22 @@ struct KvLayerView {
     int head_dim = 0;
     int n_kv_head = 0;
 };
+
+// The element types a KV cache may have, and their sizes. BF16 needs an even head_dim (K is
+// stored as dimension pairs).
+inline bool kv_type_supported(DType t, int head_dim) {
+    return t == DType::F16 || t == DType::F32 || (t == DType::BF16 && head_dim % 2 == 0);
+}
+inline size_t kv_elem_bytes(DType t) {
+    return t == DType::F32 ? 4 : 2;
+}
+
+// Elements from a kv head's K piece of a block to dimension d of slot s (layout above).
+inline size_t kv_key_elem(const KvLayerView& kv, int d, size_t s) {
+    const size_t bs = size_t(kv.block_size);
+    if (kv.type == DType::BF16) return (size_t(d / 2) * bs + s) * 2 + size_t(d % 2);
+    return size_t(d) * bs + s;
+}
 
 // Bytes from the view's k (or v) to physical block b's pieces (of kv head 0).
 inline size_t kv_block_offset(const KvLayerView& kv, int32_t b) {

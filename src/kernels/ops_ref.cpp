@@ -135,10 +135,10 @@ void softmax(float* x, int64_t n) {
 }
 
 float kv_load(DType type, const uint8_t* base, int64_t i) {
-    if (type == DType::F16) {
+    if (type == DType::F16 || type == DType::BF16) {
         uint16_t h;
         std::memcpy(&h, base + 2 * i, 2);
-        return fp16_to_fp32(h);
+        return type == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
     }
     float f;
     std::memcpy(&f, base + 4 * i, 4);
@@ -150,7 +150,7 @@ namespace {
 // slot_elems elements apart within a block.
 uint8_t* kv_slot(const KvLayerView& kv, uint8_t* base, const int32_t* block_table, int32_t pos,
                  int head, size_t slot_elems) {
-    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    const size_t elem = kv_elem_bytes(kv.type);
     const int32_t block = block_table[pos / kv.block_size];
     const size_t slot = size_t(pos % kv.block_size);
     return base + kv_block_offset(kv, block) + size_t(head) * kv.head_stride +
@@ -162,38 +162,36 @@ uint8_t* kv_vec(const KvLayerView& kv, const int32_t* block_table, int32_t pos, 
     return kv_slot(kv, kv.v, block_table, pos, head, size_t(kv.head_dim));
 }
 
-// The K vector of position pos of kv head `head`: element d at the result + d * block_size
-// elements (stored transposed within the block).
-uint8_t* kv_key(const KvLayerView& kv, const int32_t* block_table, int32_t pos, int head) {
-    return kv_slot(kv, kv.k, block_table, pos, head, 1);
+// Element d of the K vector of position pos of kv head `head` (stored transposed within the
+// block: kv_key_elem).
+uint8_t* kv_key(const KvLayerView& kv, const int32_t* block_table, int32_t pos, int head, int d) {
+    uint8_t* piece = kv_slot(kv, kv.k, block_table, pos - pos % kv.block_size, head, 1);
+    return piece + kv_key_elem(kv, d, size_t(pos % kv.block_size)) * kv_elem_bytes(kv.type);
 }
 
-// dst[i * stride] = src[i] in `type` (stride in elements).
-void store_vec(DType type, uint8_t* dst, const float* src, int n, size_t stride) {
-    for (int i = 0; i < n; ++i) {
-        if (type == DType::F16) {
-            const uint16_t h = fp32_to_fp16(src[i]);
-            std::memcpy(dst + 2 * size_t(i) * stride, &h, 2);
-        } else {
-            std::memcpy(dst + 4 * size_t(i) * stride, src + i, 4);
-        }
+// dst = src (one element) in `type`.
+void store_elem(DType type, uint8_t* dst, float src) {
+    if (type == DType::F16 || type == DType::BF16) {
+        const uint16_t h = type == DType::F16 ? fp32_to_fp16(src) : fp32_to_bf16_ftz(src);
+        std::memcpy(dst, &h, 2);
+    } else {
+        std::memcpy(dst, &src, 4);
     }
 }
 }  // namespace
 
 void kv_store_cols(const KvLayerView& kv, bool values, int c0, int c1, const int32_t* block_table,
                    const int32_t* pos, const float* src, int64_t n) {
-    TROUPE_CHECK(kv.type == DType::F16 || kv.type == DType::F32);
+    TROUPE_CHECK(kv_type_supported(kv.type, kv.head_dim));
     const int row = kv.n_kv_head * kv.head_dim;
     TROUPE_CHECK(0 <= c0 && c0 <= c1 && c1 <= row);
-    const size_t elem = kv.type == DType::F16 ? 2 : 4;
+    const size_t elem = kv_elem_bytes(kv.type);
     for (int64_t r = 0; r < n; ++r)
         for (int c = c0; c < c1; ++c) {
             const int h = c / kv.head_dim, d = c % kv.head_dim;
             uint8_t* dst = values ? kv_vec(kv, block_table, pos[r], h) + size_t(d) * elem
-                                  : kv_key(kv, block_table, pos[r], h) +
-                                        size_t(d) * size_t(kv.block_size) * elem;
-            store_vec(kv.type, dst, src + r * row + c, 1, 1);
+                                  : kv_key(kv, block_table, pos[r], h, d);
+            store_elem(kv.type, dst, src[r * row + c]);
         }
 }
 
@@ -209,7 +207,7 @@ void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int 
     TROUPE_CHECK(n_head % kv.n_kv_head == 0);
     const int group = n_head / kv.n_kv_head;
     const int d = kv.head_dim;
-    std::vector<float> scores;
+    std::vector<float> scores, qb(static_cast<size_t>(d));
     for (int s = 0; s < n_seqs; ++s) {
         const AttentionSeq& sq = seqs[s];
         for (int r = 0; r < sq.n_q; ++r) {
@@ -218,12 +216,17 @@ void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int 
             for (int h = 0; h < n_head; ++h) {
                 const int kvh = h / group;
                 const float* q = sq.q + (size_t(r) * n_head + h) * d;
+                // A BF16 cache: the scaled query rounded as the kernels round it.
+                const bool bf16 = kv.type == DType::BF16;
+                for (int i = 0; bf16 && i < d; ++i)
+                    qb[size_t(i)] = bf16_to_fp32(fp32_to_bf16_ftz(q[i] * scale));
                 for (int p = 0; p < n_ctx; ++p) {
-                    const uint8_t* kp = kv_key(kv, sq.block_table, p, kvh);
                     float dot = 0.0f;
-                    for (int i = 0; i < d; ++i)
-                        dot += q[i] * kv_load(kv.type, kp, int64_t(i) * kv.block_size);
-                    scores[p] = dot * scale;
+                    for (int i = 0; i < d; ++i) {
+                        const float k = kv_load(kv.type, kv_key(kv, sq.block_table, p, kvh, i), 0);
+                        dot += (bf16 ? qb[size_t(i)] : q[i]) * k;
+                    }
+                    scores[p] = bf16 ? dot : dot * scale;
                 }
                 softmax(scores.data(), n_ctx);
                 float* o = sq.out + (size_t(r) * n_head + h) * d;

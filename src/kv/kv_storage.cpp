@@ -30,7 +30,7 @@ namespace troupe::kv {
 namespace {
 
 size_t elem_size(DType type) {
-    return type == DType::F16 ? 2 : 4;
+    return ops::kv_elem_bytes(type);
 }
 
 // Bytes of one of K or V of one layer of one block: [n_kv_head, block_size, head_dim].
@@ -56,8 +56,11 @@ void KvGeometry::validate() const {
         throw Error("kv cache: geometry too large (" + std::to_string(n_layer) + " layers x " +
                     std::to_string(n_kv_head) + " kv heads, head_dim " + std::to_string(head_dim) +
                     " x block_size " + std::to_string(block_size) + ")");
-    if (type != DType::F16 && type != DType::F32)
-        throw Error(std::string("kv cache: type must be f16 or f32, got ") + type_name(type));
+    if (type != DType::F16 && type != DType::BF16 && type != DType::F32)
+        throw Error(std::string("kv cache: type must be f16, bf16 or f32, got ") + type_name(type));
+    if (!ops::kv_type_supported(type, head_dim))
+        throw Error("kv cache: bf16 needs an even head_dim (K is stored as dimension pairs), got " +
+                    std::to_string(head_dim));
 }
 
 size_t KvGeometry::bytes_per_block() const {

@@ -2,7 +2,7 @@
 // V for every layer.
 //
 // Layout: blocks in chunks of kChunkBlocks; per chunk, per layer and kv head:
-// [chunk][layer][K | V][kv_head][block of the chunk][...] of `type` (F16 or F32), where one
+// [chunk][layer][K | V][kv_head][block of the chunk][...] of `type` (F16, BF16 or F32), where one
 // block's K of one kv head is [head_dim][slot] (transposed: the attention kernel reads
 // dimension d of consecutive keys as one vector) and its V is [slot][head_dim]. So the K (and
 // the V) of one layer and kv head is one run of kChunkBlocks blocks: a sequence whose blocks
@@ -47,9 +47,10 @@ struct KvGeometry {
     int n_kv_head = 0;
     int head_dim = 0;
     int block_size = 16;      // token slots per block
-    DType type = DType::F16;  // F16 or F32
+    DType type = DType::F16;  // F16, BF16 (even head_dim) or F32
 
-    // Throws troupe::Error naming the bad field (non-positive sizes, type not F16/F32).
+    // Throws troupe::Error naming the bad field (non-positive sizes, type not F16/BF16/F32,
+    // BF16 with an odd head_dim).
     void validate() const;
     size_t bytes_per_block() const;  // K and V of every layer for block_size tokens
     size_t head_bytes() const;       // one piece: K or V of one layer and kv head of a block

@@ -62,4 +62,12 @@ inline uint16_t fp32_to_bf16(float f) {
     return uint16_t((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 
+// fp32_to_bf16 with subnormal results flushed to zero, sign kept: how the BF16 KV cache holds
+// K and V and how the attention kernels round queries for it (the BF16 dot-product
+// instructions read subnormal inputs as zero, so no path may see one).
+inline uint16_t fp32_to_bf16_ftz(float f) {
+    const uint16_t h = fp32_to_bf16(f);
+    return (h & 0x7f80u) == 0 ? uint16_t(h & 0x8000u) : h;
+}
+
 }  // namespace troupe

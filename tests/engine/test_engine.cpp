@@ -53,8 +53,10 @@ Request greedy(const std::string& prompt, int max_tokens, const std::string& ns 
 }
 
 // Each prompt alone, one at a time, nothing cached: the reference outputs.
-std::vector<RequestOutput> run_alone(const std::vector<std::string>& prompts, int max_tokens) {
+std::vector<RequestOutput> run_alone(const std::vector<std::string>& prompts, int max_tokens,
+                                     DType kv_type = DType::F16) {
     EngineConfig c = small_config();
+    c.kv_type = kv_type;
     c.enable_prefix_caching = false;
     c.enable_batching = false;
     Engine e(bundled_model(), c);
@@ -118,11 +120,14 @@ std::map<RequestId, RequestOutput> by_id(std::vector<RequestOutput> outs) {
     return m;
 }
 
-TEST(Engine, GreedyOutputIsTheSameWithCachingBatchingAndChunkedPrefill) {
+// The agents' prompts batched, with prefix caching and chunked prefill, against each alone
+// (kv_type: the cache's element type, the same for both).
+void check_greedy_same_batched(DType kv_type) {
     const auto prompts = agent_prompts();
-    const auto ref = run_alone(prompts, 24);
+    const auto ref = run_alone(prompts, 24, kv_type);
 
     EngineConfig c = small_config();
+    c.kv_type = kv_type;
     c.max_num_batched_tokens = 48;  // prompts are prefilled in chunks beside other decodes
     Engine e(bundled_model(), c);
     std::vector<RequestId> ids;
@@ -137,6 +142,16 @@ TEST(Engine, GreedyOutputIsTheSameWithCachingBatchingAndChunkedPrefill) {
     std::printf("[ summary  ] %zu prompts, %d near-tie differences\n", prompts.size(), n_near_ties);
     EXPECT_GT(n_cached, 0) << "the shared prefix was never reused";
     EXPECT_EQ(e.stats().blocks_used, 0);
+}
+
+TEST(Engine, GreedyOutputIsTheSameWithCachingBatchingAndChunkedPrefill) {
+    check_greedy_same_batched(DType::F16);
+}
+
+// A BF16 cache (--kv-type bf16) keeps the same guarantee: its kernels, with or without the
+// CPU's BF16 dot products, compute one arithmetic for every path.
+TEST(Engine, GreedyOutputIsTheSameBatchedOnABf16Cache) {
+    check_greedy_same_batched(DType::BF16);
 }
 
 TEST(Engine, PreemptionAndCancellationKeepOutputsExactAndAccountingClean) {
@@ -268,6 +283,9 @@ TEST(Engine, InvalidConfigurationIsRejected) {
     EXPECT_THROW(Engine(bundled_model(), c), Error);
     c = small_config();
     c.kv_budget_bytes = 1;
+    EXPECT_THROW(Engine(bundled_model(), c), Error);
+    c = small_config();
+    c.kv_type = DType::Q8_0;  // not a cache type
     EXPECT_THROW(Engine(bundled_model(), c), Error);
 }
 

@@ -1,6 +1,6 @@
 // Attention over the paged KV cache and kv_store against the scalar references on every
 // target: decode rows, prefill and chunked prefill, several block sizes and head sizes,
-// F16 and F32 caches, and shared prompt prefixes computed together and merged.
+// F16, BF16 and F32 caches, and shared prompt prefixes computed together and merged.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,13 +23,14 @@ using test::for_each_target;
 using test::random_floats;
 
 // A paged KV cache of one layer: n_blocks blocks, laid out [block][kv_head][...] with K
-// transposed ([head_dim][slot]) and V by rows ([slot][head_dim]), as ops::KvLayerView says.
+// transposed ([head_dim][slot], BF16: [head_dim / 2][slot][2]) and V by rows
+// ([slot][head_dim]), as ops::KvLayerView says.
 struct TestKv {
     std::vector<uint8_t> k, v;
     ops::KvLayerView view;
 
     TestKv(DType type, int n_blocks, int block_size, int n_kv_head, int head_dim) {
-        const size_t elem = type == DType::F16 ? 2 : 4;
+        const size_t elem = ops::kv_elem_bytes(type);
         view.type = type;
         view.block_size = block_size;
         view.head_dim = head_dim;
@@ -99,7 +100,7 @@ void check_against_reference(const TestKv& kv, std::vector<TestSeq>& seqs, int n
 
 TEST(Attention, DecodeAndPrefillMatchReference) {
     ThreadPool pool(2);
-    for (DType type : {DType::F16, DType::F32})
+    for (DType type : {DType::F16, DType::BF16, DType::F32})
         for (int block_size : {16, 5, 32})
             for (int head_dim : {64, 48, 20, 128}) {
                 SCOPED_TRACE(::testing::Message() << type_name(type) << " block " << block_size
@@ -132,7 +133,7 @@ TEST(Attention, DecodeAndPrefillMatchReference) {
 TEST(Attention, GroupSizesAndQueryCounts) {
     ThreadPool pool(2);
     for (int group : {1, 2, 3, 4, 5, 8})
-        for (DType type : {DType::F16, DType::F32}) {
+        for (DType type : {DType::F16, DType::BF16, DType::F32}) {
             if (type == DType::F32 && group != 3 && group != 8) continue;
             SCOPED_TRACE(::testing::Message() << "group " << group << " " << type_name(type));
             const int n_kv_head = group == 8 ? 1 : 2, n_head = n_kv_head * group;
@@ -160,38 +161,40 @@ TEST(Attention, LongContextsWithMovingMaximum) {
     ThreadPool pool(2);
     const int block_size = 16, head_dim = 64, n_kv_head = 2, n_head = 6, n_pos = 1500;
     const int n_blocks = n_pos / block_size + 1;
-    for (bool rising : {true, false}) {
-        SCOPED_TRACE(rising ? "rising scores" : "falling scores");
-        TestKv kv(DType::F16, n_blocks, block_size, n_kv_head, head_dim);
-        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-        std::iota(table.begin(), table.end(), 0);
-        std::shuffle(table.begin(), table.end(), std::mt19937(7));
-        // K rows all point along (1, 1, ..) with a length that changes with the position:
-        // scores from about -40 to +120 against a query along the same direction (beyond
-        // the range of float exponentials: a kernel must move its running maximum).
-        const int row = n_kv_head * head_dim;
-        std::vector<float> k(size_t(n_pos * row)), v(k.size());
-        auto noise = random_floats(k.size(), 5, -0.2f, 0.2f);
-        auto values = random_floats(v.size(), 6, -1.0f, 1.0f);
-        for (int p = 0; p < n_pos; ++p) {
-            const float t = float(p) / float(n_pos);
-            const float len = (rising ? t : 1.0f - t) * 10.0f - 2.5f;
-            for (int i = 0; i < row; ++i) {
-                k[size_t(p * row + i)] = len + noise[size_t(p * row + i)];
-                v[size_t(p * row + i)] = values[size_t(p * row + i)];
+    for (DType type : {DType::F16, DType::BF16})
+        for (bool rising : {true, false}) {
+            SCOPED_TRACE(::testing::Message()
+                         << (rising ? "rising scores " : "falling scores ") << type_name(type));
+            TestKv kv(type, n_blocks, block_size, n_kv_head, head_dim);
+            std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+            std::iota(table.begin(), table.end(), 0);
+            std::shuffle(table.begin(), table.end(), std::mt19937(7));
+            // K rows all point along (1, 1, ..) with a length that changes with the position:
+            // scores from about -40 to +120 against a query along the same direction (beyond
+            // the range of float exponentials: a kernel must move its running maximum).
+            const int row = n_kv_head * head_dim;
+            std::vector<float> k(size_t(n_pos * row)), v(k.size());
+            auto noise = random_floats(k.size(), 5, -0.2f, 0.2f);
+            auto values = random_floats(v.size(), 6, -1.0f, 1.0f);
+            for (int p = 0; p < n_pos; ++p) {
+                const float t = float(p) / float(n_pos);
+                const float len = (rising ? t : 1.0f - t) * 10.0f - 2.5f;
+                for (int i = 0; i < row; ++i) {
+                    k[size_t(p * row + i)] = len + noise[size_t(p * row + i)];
+                    v[size_t(p * row + i)] = values[size_t(p * row + i)];
+                }
             }
+            std::vector<int32_t> pos(static_cast<size_t>(n_pos));
+            std::iota(pos.begin(), pos.end(), 0);
+            ops::ref::kv_store(kv.view, table.data(), pos.data(), k.data(), v.data(), n_pos);
+            std::vector<TestSeq> seqs;
+            for (int first : {1499, 1023, 700})
+                seqs.push_back(make_seq(table, first, 1, n_head, head_dim, 9));
+            seqs.push_back(make_seq(table, 1400, 30, n_head, head_dim, 10));
+            for (TestSeq& s : seqs)
+                for (float& x : s.q) x = 2.0f + 0.2f * x;  // along (1, 1, ..)
+            check_against_reference(kv, seqs, n_head, &pool, false);
         }
-        std::vector<int32_t> pos(static_cast<size_t>(n_pos));
-        std::iota(pos.begin(), pos.end(), 0);
-        ops::ref::kv_store(kv.view, table.data(), pos.data(), k.data(), v.data(), n_pos);
-        std::vector<TestSeq> seqs;
-        for (int first : {1499, 1023, 700})
-            seqs.push_back(make_seq(table, first, 1, n_head, head_dim, 9));
-        seqs.push_back(make_seq(table, 1400, 30, n_head, head_dim, 10));
-        for (TestSeq& s : seqs)
-            for (float& x : s.q) x = 2.0f + 0.2f * x;  // along (1, 1, ..)
-        check_against_reference(kv, seqs, n_head, &pool, false);
-    }
 }
 
 TEST(Attention, SharedPrefixEqualsPlainAttention) {
@@ -404,8 +407,9 @@ void check_rows_batch_invariant(const InvarianceCase& c, ThreadPool& pool) {
 TEST(Attention, RowsAreBatchInvariant) {
     ThreadPool pool(2);
     const InvarianceCase cases[] = {
-        {DType::F16, 16, 3, 3, 64}, {DType::F16, 5, 3, 3, 64},  {DType::F32, 16, 1, 8, 48},
-        {DType::F16, 32, 2, 4, 20}, {DType::F32, 7, 2, 1, 128}, {DType::F16, 16, 1, 5, 64},
+        {DType::F16, 16, 3, 3, 64},  {DType::F16, 5, 3, 3, 64},  {DType::F32, 16, 1, 8, 48},
+        {DType::F16, 32, 2, 4, 20},  {DType::F32, 7, 2, 1, 128}, {DType::F16, 16, 1, 5, 64},
+        {DType::BF16, 16, 3, 3, 64}, {DType::BF16, 5, 3, 3, 64}, {DType::BF16, 32, 2, 4, 20},
     };
     for (const InvarianceCase& c : cases) {
         SCOPED_TRACE(::testing::Message()
@@ -445,14 +449,16 @@ TEST(Attention, FindSharedPrefixes) {
 }
 
 TEST(Attention, KvStoreMatchesReferenceBitForBit) {
-    for (DType type : {DType::F16, DType::F32}) {
+    for (DType type : {DType::F16, DType::BF16, DType::F32}) {
         const int bs = 16, n_kv_head = 3, head_dim = 64;
         TestKv want(type, 8, bs, n_kv_head, head_dim), got(type, 8, bs, n_kv_head, head_dim);
         const std::vector<int32_t> table = {5, 2, 7, 0};
         const int n = 37;
         auto k = random_floats(size_t(n * n_kv_head * head_dim), 1, -70000.0f, 70000.0f);
-        auto v =
-            random_floats(size_t(n * n_kv_head * head_dim), 2, -1e-6f, 1e-6f);  // f16 subnormals
+        // F16 subnormals; for BF16, float subnormals (flushed to zero) and normals.
+        auto v = random_floats(size_t(n * n_kv_head * head_dim), 2,
+                               type == DType::BF16 ? -3e-38f : -1e-6f,
+                               type == DType::BF16 ? 3e-38f : 1e-6f);
         std::vector<int32_t> pos(static_cast<size_t>(n));
         std::iota(pos.begin(), pos.end(), 3);
         ops::ref::kv_store(want.view, table.data(), pos.data(), k.data(), v.data(), n);
@@ -469,7 +475,7 @@ TEST(Attention, KvStoreMatchesReferenceBitForBit) {
 // kv_store_cols over the pieces of a split of the K and V rows (the Q/K/V product's tasks:
 // any columns, across heads) writes what kv_store writes, and nothing else.
 TEST(Attention, KvStoreColumnsWriteWhatKvStoreWrites) {
-    for (DType type : {DType::F16, DType::F32}) {
+    for (DType type : {DType::F16, DType::BF16, DType::F32}) {
         const int bs = 16, n_kv_head = 3, head_dim = 64, row = n_kv_head * head_dim;
         TestKv want(type, 8, bs, n_kv_head, head_dim), got(type, 8, bs, n_kv_head, head_dim);
         const std::vector<int32_t> table = {5, 2, 7, 0};

@@ -42,6 +42,9 @@ TEST(KvStorage, RejectsBadGeometry) {
     EXPECT_THROW(KvStorage(g, 4), Error);
     g = small_geometry(DType::Q8_0);
     EXPECT_THROW(KvStorage(g, 4), Error);
+    g = small_geometry(DType::BF16);
+    g.head_dim = 5;  // BF16 keys are stored as dimension pairs
+    EXPECT_THROW(g.validate(), Error);
     g = small_geometry(DType::F16);
     g.block_size = -1;
     EXPECT_THROW(g.validate(), Error);
@@ -81,13 +84,18 @@ void check_layout(DType type) {
     KvStorage kv(g, 2 * KvStorage::kChunkBlocks + 5);
     constexpr int C = KvStorage::kChunkBlocks;
     const std::vector<int32_t> block_table = {3, C + 1, 2 * C + 4};  // positions 0..11
-    const size_t elem = type == DType::F16 ? 2 : 4;
+    const size_t elem = type == DType::F32 ? 4 : 2;
     auto value = [&](int layer, int kv_index, int pos, int head, int d) {
         return float(layer * 600 + kv_index * 300 + pos * 20 + head * 8 + d);  // exact in f16
     };
+    // BF16 holds the values as raw bits (they are not all exact in BF16): only where they
+    // land is checked.
     auto write = [&](uint8_t* p, float f) {
         if (type == DType::F32) {
             std::memcpy(p, &f, 4);
+        } else if (type == DType::BF16) {
+            const uint16_t h = uint16_t(f);
+            std::memcpy(p, &h, 2);
         } else {
             const uint16_t h = fp32_to_fp16(f);
             std::memcpy(p, &h, 2);
@@ -101,7 +109,7 @@ void check_layout(DType type) {
         }
         uint16_t h;
         std::memcpy(&h, p, 2);
-        return fp16_to_fp32(h);
+        return type == DType::BF16 ? float(h) : fp16_to_fp32(h);
     };
     for (int layer = 0; layer < g.n_layer; ++layer) {
         const ops::KvLayerView view = kv.layer_view(layer);
@@ -117,7 +125,7 @@ void check_layout(DType type) {
                     ops::kv_block_offset(view, int32_t(block)) + size_t(h) * view.head_stride;
                 for (int d = 0; d < view.head_dim; ++d) {
                     // K transposed within the block, V by rows (ops::KvLayerView).
-                    write(view.k + head + (size_t(d) * size_t(view.block_size) + slot) * elem,
+                    write(view.k + head + ops::kv_key_elem(view, d, slot) * elem,
                           value(layer, 0, p, h, d));
                     write(view.v + head + (slot * size_t(view.head_dim) + size_t(d)) * elem,
                           value(layer, 1, p, h, d));
@@ -141,8 +149,12 @@ void check_layout(DType type) {
                         base + block / C * C * kv.bytes_per_block() + (piece * C + block % C) * hb;
                     ASSERT_EQ(run, kv.piece(int(block), int(piece)));
                     for (int d = 0; d < g.head_dim; ++d) {
-                        const size_t index = kvi == 0 ? size_t(d) * size_t(g.block_size) + slot
-                                                      : slot * size_t(g.head_dim) + size_t(d);
+                        // BF16's K: dimension pairs of each slot side by side.
+                        const size_t bs = size_t(g.block_size);
+                        const size_t key = type == DType::BF16
+                                               ? (size_t(d / 2) * bs + slot) * 2 + size_t(d % 2)
+                                               : size_t(d) * bs + slot;
+                        const size_t index = kvi == 0 ? key : slot * size_t(g.head_dim) + size_t(d);
                         ASSERT_EQ(read(run + index * elem), value(layer, kvi, p, h, d))
                             << "pos " << p << " layer " << layer << " kv " << kvi;
                     }
@@ -161,6 +173,9 @@ TEST(KvStorage, LayoutMatchesKernelViewF16) {
 }
 TEST(KvStorage, LayoutMatchesKernelViewF32) {
     check_layout(DType::F32);
+}
+TEST(KvStorage, LayoutMatchesKernelViewBF16) {
+    check_layout(DType::BF16);
 }
 
 TEST(KvStorage, CopyBlockCopiesOneBlock) {

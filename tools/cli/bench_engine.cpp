@@ -36,6 +36,7 @@ struct BenchOptions {
     int gen_tokens = 128;
     int context_tokens = 512;
     bool profile = false;
+    DType kv_type = EngineConfig{}.kv_type;  // --kv-type
     bool kv_prefault = true;  // --no-kv-prefault: KV pages first touched inside the runs
     uint64_t kv_budget_bytes = uint64_t(1) << 30;  // sized to the run by with_kv_budget
     ModelLoadOptions load;  // --no-interleave: the file's weight layout (A/B)
@@ -48,10 +49,10 @@ struct BenchOptions {
 // runs then measure the kernels and the scheduler, not the OS zeroing fresh pages (in a cloud
 // VM 0.3-7.8 ms per 2 MiB page, measured, and a batch of 8 sequences first-touches 8 times
 // the blocks one sequence does). The geometry is the engines': engine_config keeps the
-// EngineConfig defaults for block size and cache type.
+// EngineConfig default block size, and the cache type of --kv-type.
 BenchOptions with_kv_budget(BenchOptions o, const Model& m, int tokens_per_seq, int seqs) {
     const EngineConfig defaults;
-    const kv::KvGeometry g = kv_geometry(m.hparams(), defaults.block_size, defaults.kv_type);
+    const kv::KvGeometry g = kv_geometry(m.hparams(), defaults.block_size, o.kv_type);
     const uint64_t blocks =
         uint64_t(seqs) * uint64_t((tokens_per_seq + g.block_size - 1) / g.block_size + 1) +
         uint64_t(kv::KvStorage::kChunkBlocks);
@@ -105,6 +106,7 @@ EngineConfig engine_config(const BenchOptions& o, bool caching, bool batching, i
     c.max_num_seqs = parallel;
     c.kv_budget_bytes = o.kv_budget_bytes;
     c.kv_prefault = o.kv_prefault;
+    c.kv_type = o.kv_type;
     return c;
 }
 
@@ -454,6 +456,7 @@ void add_bench_engine_commands(CLI::App* bench) {
                       "Leave the KV cache's pages to be first touched inside the timed runs");
         cmd->add_flag("--no-interleave{false}", o->load.interleave_weights,
                       "Keep the Q8_0 matrices in the file's layout (no rows-in-lanes kernels)");
+        add_kv_type_option(cmd, o->kv_type);
     };
     CLI::App* m = bench->add_subcommand(
         "model", "Decode against the bandwidth roofline, prefill, and batched decode");

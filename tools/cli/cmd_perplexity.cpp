@@ -22,6 +22,7 @@ struct PerplexityOptions {
     int n_batch = 512;
     int n_threads = 0;
     bool json = false;
+    DType kv_type = DType::F16;
 };
 
 void run_perplexity(const PerplexityOptions& o) {
@@ -38,7 +39,7 @@ void run_perplexity(const PerplexityOptions& o) {
             std::fprintf(stderr, "\r[%lld/%lld] %.4f", (long long)done, (long long)total, ppl);
     };
     const PerplexityResult r =
-        compute_perplexity(*model, tokens, o.n_ctx, o.n_batch, &pool, progress);
+        compute_perplexity(*model, tokens, o.n_ctx, o.n_batch, &pool, progress, o.kv_type);
     const double secs = (now_ms() - t0) / 1000.0;
     if (o.json) {
         nlohmann::json j = {{"perplexity", r.perplexity},
@@ -68,6 +69,7 @@ void add_perplexity_command(CLI::App& app) {
     cmd->add_option("-c,--ctx", o->n_ctx, "Window size in tokens")->capture_default_str();
     cmd->add_option("-b,--batch", o->n_batch, "Tokens per forward pass")->capture_default_str();
     cmd->add_option("-t,--threads", o->n_threads, "Threads; 0 = all")->capture_default_str();
+    add_kv_type_option(cmd, o->kv_type);
     cmd->add_flag("--json", o->json, "Print {\"perplexity\": ..., \"tokens\": ...}");
     cmd->callback([o] { run_perplexity(*o); });
 }

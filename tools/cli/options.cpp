@@ -34,6 +34,23 @@ void add_sampling_options(CLI::App* cmd, SamplingParams& p, bool& seed_given) {
         "Random seed (default: random)");
 }
 
+void add_kv_type_option(CLI::App* cmd, DType& type) {
+    cmd->add_option_function<std::string>(
+        "--kv-type",
+        [&type](const std::string& t) {
+            if (t == "f16")
+                type = DType::F16;
+            else if (t == "bf16")
+                type = DType::BF16;
+            else if (t == "f32")
+                type = DType::F32;
+            else
+                throw CLI::ValidationError("--kv-type", "must be f16, bf16 or f32");
+        },
+        "KV cache type: f16 (default), bf16 (queries rounded to bf16 too; scores by BF16 dot "
+        "products where the CPU has them) or f32");
+}
+
 void add_engine_options(CLI::App* cmd, EngineConfig& c) {
     cmd->add_option("-t,--threads", c.n_threads, "Threads; 0 = all hardware threads")
         ->capture_default_str();
@@ -42,17 +59,7 @@ void add_engine_options(CLI::App* cmd, EngineConfig& c) {
     cmd->add_option_function<double>(
         "--kv-budget-mb", [&c](double mb) { c.kv_budget_bytes = uint64_t(mb * 1024 * 1024); },
         "KV cache memory budget in MiB (default: 1/8 of physical memory)");
-    cmd->add_option_function<std::string>(
-        "--kv-type",
-        [&c](const std::string& t) {
-            if (t == "f16")
-                c.kv_type = DType::F16;
-            else if (t == "f32")
-                c.kv_type = DType::F32;
-            else
-                throw CLI::ValidationError("--kv-type", "must be f16 or f32");
-        },
-        "KV cache type: f16 (default) or f32");
+    add_kv_type_option(cmd, c.kv_type);
     cmd->add_flag("--kv-prefault", c.kv_prefault,
                   "Make the whole KV budget resident at start (no page faults while serving)");
     cmd->add_option("--block-size", c.block_size, "Tokens per KV block")->capture_default_str();

@@ -18,6 +18,9 @@ void add_model_option(CLI::App* cmd, std::string& path);
 // --presence-penalty --seed (a random seed when not given; `seed_given` tells which).
 void add_sampling_options(CLI::App* cmd, SamplingParams& p, bool& seed_given);
 
+// --kv-type f16|bf16|f32 into t (EngineConfig::kv_type).
+void add_kv_type_option(CLI::App* cmd, DType& t);
+
 // --threads --ctx --kv-budget-mb --kv-type --block-size --batch-tokens --no-prefix-cache
 // --no-shared-attention --power
 void add_engine_options(CLI::App* cmd, EngineConfig& c);
