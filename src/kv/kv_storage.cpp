@@ -29,13 +29,10 @@ namespace troupe::kv {
 
 namespace {
 
-size_t elem_size(DType type) {
-    return ops::kv_elem_bytes(type);
-}
-
 // Bytes of one of K or V of one layer of one block: [n_kv_head, block_size, head_dim].
 size_t half_bytes(const KvGeometry& g) {
-    return size_t(g.n_kv_head) * size_t(g.block_size) * size_t(g.head_dim) * elem_size(g.type);
+    return size_t(g.n_kv_head) * size_t(g.block_size) * size_t(g.head_dim) *
+           ops::kv_elem_bytes(g.type);
 }
 
 }  // namespace
@@ -68,7 +65,7 @@ size_t KvGeometry::bytes_per_block() const {
 }
 
 size_t KvGeometry::head_bytes() const {
-    return size_t(block_size) * size_t(head_dim) * elem_size(type);
+    return size_t(block_size) * size_t(head_dim) * ops::kv_elem_bytes(type);
 }
 
 int KvGeometry::pieces_per_block() const {

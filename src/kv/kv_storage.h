@@ -4,7 +4,8 @@
 // Layout: blocks in chunks of kChunkBlocks; per chunk, per layer and kv head:
 // [chunk][layer][K | V][kv_head][block of the chunk][...] of `type` (F16, BF16 or F32), where one
 // block's K of one kv head is [head_dim][slot] (transposed: the attention kernel reads
-// dimension d of consecutive keys as one vector) and its V is [slot][head_dim]. So the K (and
+// dimension d of consecutive keys as one vector; BF16: [head_dim / 2][slot][2], dimension
+// pairs, ops::kv_key_elem) and its V is [slot][head_dim]. So the K (and
 // the V) of one layer and kv head is one run of kChunkBlocks blocks: a sequence whose blocks
 // were allocated together reads 16 blocks (256 tokens) as one run, which the hardware
 // prefetcher follows. Against the block-major layout before these runs ([block][layer][K |

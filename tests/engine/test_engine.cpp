@@ -69,11 +69,12 @@ std::vector<RequestOutput> run_alone(const std::vector<std::string>& prompts, in
     return outs;
 }
 
-// Logits of the model's next token after `tokens`, computed alone (one sequence, one pass).
-std::vector<float> next_logits(const std::vector<int32_t>& tokens) {
+// Logits of the model's next token after `tokens`, computed alone (one sequence, one pass)
+// over a cache of kv_type.
+std::vector<float> next_logits(const std::vector<int32_t>& tokens, DType kv_type) {
     const Model& m = bundled_model();
     const HParams& hp = m.hparams();
-    SequenceKv kv(hp, int(tokens.size()) + 1);
+    SequenceKv kv(hp, int(tokens.size()) + 1, 16, kv_type);
     Batch batch;
     batch.tokens = tokens;
     batch.seqs = {{kv.block_table, 0, int32_t(tokens.size()), 1}};
@@ -88,7 +89,8 @@ std::vector<float> next_logits(const std::vector<int32_t>& tokens) {
 // kNearTie. Returns 1 for a near-tie (counted by the caller), 0 when equal; fails otherwise.
 constexpr float kNearTie = 0.05f;
 
-int compare_greedy(const RequestOutput& ref, const RequestOutput& ours, const std::string& what) {
+int compare_greedy(const RequestOutput& ref, const RequestOutput& ours, const std::string& what,
+                   DType kv_type = DType::F16) {
     if (ours.tokens == ref.tokens) return 0;
     size_t k = 0;
     while (k < ours.tokens.size() && k < ref.tokens.size() && ours.tokens[k] == ref.tokens[k]) ++k;
@@ -98,7 +100,7 @@ int compare_greedy(const RequestOutput& ref, const RequestOutput& ours, const st
     }
     std::vector<int32_t> ctx = ref.prompt;
     ctx.insert(ctx.end(), ref.tokens.begin(), ref.tokens.begin() + long(k));
-    const std::vector<float> l = next_logits(ctx);
+    const std::vector<float> l = next_logits(ctx, kv_type);
     std::vector<int32_t> order(l.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
     std::partial_sort(order.begin(), order.begin() + 2, order.end(),
@@ -136,7 +138,7 @@ void check_greedy_same_batched(DType kv_type) {
     int n_cached = 0, n_near_ties = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
         const RequestOutput& o = outs.at(ids[i]);
-        n_near_ties += compare_greedy(ref[i], o, "prompt " + std::to_string(i));
+        n_near_ties += compare_greedy(ref[i], o, "prompt " + std::to_string(i), kv_type);
         n_cached += o.stats.cached_tokens;
     }
     std::printf("[ summary  ] %zu prompts, %d near-tie differences\n", prompts.size(), n_near_ties);

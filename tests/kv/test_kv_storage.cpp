@@ -84,7 +84,7 @@ void check_layout(DType type) {
     KvStorage kv(g, 2 * KvStorage::kChunkBlocks + 5);
     constexpr int C = KvStorage::kChunkBlocks;
     const std::vector<int32_t> block_table = {3, C + 1, 2 * C + 4};  // positions 0..11
-    const size_t elem = type == DType::F32 ? 4 : 2;
+    const size_t elem = ops::kv_elem_bytes(type);
     auto value = [&](int layer, int kv_index, int pos, int head, int d) {
         return float(layer * 600 + kv_index * 300 + pos * 20 + head * 8 + d);  // exact in f16
     };
