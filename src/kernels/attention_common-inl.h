@@ -87,7 +87,11 @@ HWY_INLINE AV ExpSoftmax(AV x) {
 //           p_j = ExpSoftmax(s_j - m); a step with no visible key changes nothing;
 //   sums    l is kept per key index j < kStepKeys within the steps, l_j += p_j, and summed
 //           at the end by SumStepSums; o[d] = FMA(p_j, v_j[d], o[d]) for the step's keys in
-//           ascending order;
+//           ascending order; with a BF16 cache the values are weighted by p_j rounded to
+//           BF16 (RNE; l sums the unrounded p_j), over the pairs of keys (j, j + 1), j = 0,
+//           2, .. from the step's first key: o[d] = FMA(p_j+1, v_j+1[d], o[d]) (skipped when
+//           j + 1 is beyond the step's keys), then o[d] = FMA(p_j, v_j[d], o[d]) (the order
+//           of the pair dot product instruction, as for the scores);
 //   merge   the chunk states in key order by MergeStates (attention-inl.h): m = max m_c,
 //           w_c = std::exp(m_c - m), l = sum l_c w_c, o = sum o_c w_c (FMAs in key order),
 //           out = o * (1 / l); states with l_c = 0 are skipped.

@@ -8,7 +8,9 @@
 //   softmax one Exp per key vector and query vector; the running maximum is only updated (and
 //           the output rescaled) when a score exceeds it by more than kMaxLag;
 //   values  o[i] += sum_j p[i][j] v_j with the head dimension in lanes, a register tile of kQ
-//           query vectors x up to 4 chunks of the head, p broadcast from memory.
+//           query vectors x up to 4 chunks of the head, p broadcast from memory (a BF16
+//           cache: p rounded to BF16, keys in pairs; by vdpbf16ps where the CPU has it and
+//           the head is an even number of vectors, ValuesStepDot).
 // Every tile reads K and V straight from the F16 (or F32) cache, converting on load: measured,
 // that beats converting each step to float once for all tiles (prefill 4% faster, shared
 // prefixes 6%). Only block sizes that are not a multiple of N gather K into a float copy
@@ -207,9 +209,23 @@ struct TileState {
     float* o(int i) const { return states + size_t(i) * stride + ops::kAttnStateO; }
 };
 
+// p rounded to the nearest BF16 (ties to even), as a float: the exponentials a BF16 cache's
+// values are weighted with. ExpSoftmax is never subnormal nor NaN (0, or >= 2^-126), so
+// this is fp32_to_bf16_ftz's rounding for every p.
+HWY_INLINE AV RoundBf16(AV p) {
+    const AF df;
+    const hn::RebindToUnsigned<AF> du;
+    const auto u = hn::BitCast(du, p);
+    const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+    const auto r = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), odd);
+    return hn::BitCast(df, hn::And(r, hn::Set(du, 0xffff0000u)));
+}
+
 // The online softmax of query vector i over its scores s[kStepKeys] (the first n_vecs key
 // vectors computed; the first `vis` keys visible): updates m, l and (when the maximum moves)
-// o; writes the exponentials to p[kStepKeys].
+// o; writes the exponentials to p[kStepKeys], with kRoundP rounded to BF16 (RoundBf16; l
+// sums them unrounded).
+template <bool kRoundP>
 HWY_INLINE void SoftmaxRow(const TileState& st, int i, const float* HWY_RESTRICT s, size_t n_vecs,
                            int vis, size_t hd_pad, float* HWY_RESTRICT p) {
     const AF df;
@@ -247,7 +263,7 @@ HWY_INLINE void SoftmaxRow(const TileState& st, int i, const float* HWY_RESTRICT
     const AV mu = hn::Set(df, m);
     for (size_t v = 0; v < n_vecs; ++v) {
         const AV pv = ExpSoftmax(hn::Sub(sv[v], mu));
-        hn::Store(pv, df, p + v * N);
+        hn::Store(kRoundP ? RoundBf16(pv) : pv, df, p + v * N);
         hn::Store(hn::Add(hn::Load(df, l + v * N), pv), df, l + v * N);
     }
 }
@@ -263,19 +279,98 @@ HWY_INLINE void ValuesTile(const float* HWY_RESTRICT p, const T* const* vrows, s
     for (int i = 0; i < kQ; ++i)
         for (size_t c = 0; c < kCS; ++c)
             acc[i][c] = hn::Load(df, o + size_t(i) * o_stride + (c0 + c) * N);
-    for (int j = 0; j < n; ++j) {
-        pf.tick();
+    const auto key = [&](int j) {
         AV v[kCS];
         for (size_t c = 0; c < kCS; ++c) v[c] = LoadVChunk<T, kChunks>(vrows[j], c0 + c, hd);
         for (int i = 0; i < kQ; ++i) {
             const AV pb = hn::Set(df, p[size_t(i) * kStepKeys + size_t(j)]);
             for (size_t c = 0; c < kCS; ++c) acc[i][c] = hn::MulAdd(pb, v[c], acc[i][c]);
         }
+    };
+    if constexpr (kIsBf16<T>) {  // pairs of keys, the odd one first (ValuesStepDot's order)
+        for (int j = 0; j < n; j += 2) {
+            pf.tick();
+            if (j + 1 < n) key(j + 1);
+            key(j);
+        }
+    } else {
+        for (int j = 0; j < n; ++j) {
+            pf.tick();
+            key(j);
+        }
     }
     for (int i = 0; i < kQ; ++i)
         for (size_t c = 0; c < kCS; ++c)
             hn::Store(acc[i][c], df, o + size_t(i) * o_stride + (c0 + c) * N);
 }
+
+// Whether a BF16 cache's values go through ValuesStepDot: the Bf16Dot form with a head of an
+// even number of whole vectors (64, 128 on AVX-512); other heads take ValuesTile's pairs.
+template <class T, size_t kChunks>
+constexpr bool kDotValues = std::is_same_v<T, Bf16Dot> && kChunks > 0 && kChunks % 2 == 0;
+
+#ifdef TROUPE_ATTN_DPBF16
+// ValuesTile's pair form by vdpbf16ps, for all kChunks chunks of the head: per pair of keys
+// (j, j + 1) and 32 dimensions, one dot product instruction per query vector instead of four
+// FMAs. The exponentials p[kQ][kStepKeys] (floats, unrounded) are rounded to BF16 here (RNE,
+// as RoundBf16: vcvtneps2bf16) and packed as pairs; rows j and j + 1 of V are interleaved by
+// 16-bit unpacks within 128-bit lanes, so the accumulators hold the head's dimensions
+// permuted: in each group of 32 dimensions, vector A lanes 4b .. 4b + 3 hold dimensions
+// 8b .. 8b + 3 and vector B dimensions 8b + 4 .. 8b + 7 (b = 0 .. 3). The states' o stay in
+// that order during AttendTile, which restores it at the end (UnpermuteDotValues); the
+// rescales of the softmax do not depend on the order.
+template <int kQ, size_t kCS, size_t kChunks>
+__attribute__((target("avx512bf16"))) HWY_NOINLINE void ValuesStepDot(
+    const float* HWY_RESTRICT p, const Bf16Dot* const* vrows, int n, float* HWY_RESTRICT o,
+    size_t o_stride, LinePrefetcher& pf) {
+    static_assert(hn::MaxLanes(AF()) == 16 && kCS % 2 == 0 && kChunks % kCS == 0);
+    alignas(64) uint32_t pb[kQ][kStepKeys / 2];
+    const int n_vecs = (n + 15) / 16;
+    for (int i = 0; i < kQ; ++i)
+        for (int v = 0; v < n_vecs; ++v)
+            _mm256_store_si256(reinterpret_cast<__m256i*>(&pb[i][v * 8]),
+                               reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(
+                                   _mm512_load_ps(p + size_t(i) * kStepKeys + size_t(v) * 16))));
+    for (size_t c0 = 0; c0 < kChunks; c0 += kCS) {
+        __m512 acc[kQ][kCS];
+        for (int i = 0; i < kQ; ++i)
+            for (size_t c = 0; c < kCS; ++c)
+                acc[i][c] = _mm512_load_ps(o + size_t(i) * o_stride + (c0 + c) * 16);
+        for (int j = 0; j < n; j += 2) {
+            pf.tick();
+            // Key j + 1 beyond the step: row j again, weighted by p = 0 (p[n] is 0: n is odd).
+            const Bf16Dot* r0 = vrows[j];
+            const Bf16Dot* r1 = j + 1 < n ? vrows[j + 1] : r0;
+            __m512bh vk[kCS];
+            for (size_t g = 0; g < kCS; g += 2) {
+                const __m512i a = _mm512_loadu_si512(r0 + (c0 + g) * 16);
+                const __m512i b = _mm512_loadu_si512(r1 + (c0 + g) * 16);
+                vk[g] = reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(a, b));
+                vk[g + 1] = reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(a, b));
+            }
+            for (int i = 0; i < kQ; ++i) {
+                const __m512bh pp = reinterpret_cast<__m512bh>(_mm512_set1_epi32(int(pb[i][j / 2])));
+                for (size_t c = 0; c < kCS; ++c) acc[i][c] = _mm512_dpbf16_ps(acc[i][c], vk[c], pp);
+            }
+        }
+        for (int i = 0; i < kQ; ++i)
+            for (size_t c = 0; c < kCS; ++c)
+                _mm512_store_ps(o + size_t(i) * o_stride + (c0 + c) * 16, acc[i][c]);
+    }
+}
+
+// o[hd_pad] from ValuesStepDot's order back to dimension order (hd_pad a multiple of 32).
+HWY_INLINE void UnpermuteDotValues(float* HWY_RESTRICT o, size_t hd_pad) {
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+    const __m512i hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    for (size_t g = 0; g < hd_pad; g += 32) {
+        const __m512d a = _mm512_castps_pd(_mm512_load_ps(o + g));
+        const __m512d b = _mm512_castps_pd(_mm512_load_ps(o + g + 16));
+        _mm512_store_ps(o + g, _mm512_castpd_ps(_mm512_permutex2var_pd(a, lo, b)));
+        _mm512_store_ps(o + g + 16, _mm512_castpd_ps(_mm512_permutex2var_pd(a, hi, b)));
+    }
+}
+#endif
 
 // One tile of kQ query vectors over one step: K vectors kt (see Scores), V rows vrows.
 template <int kQ, size_t kChunks, class TK, class TV>
@@ -293,13 +388,20 @@ HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const
     if (max_vis <= 0) return;  // the whole step is in the tile's future
     const size_t n_vecs = (size_t(max_vis) + N - 1) / N;
     Scores<kQ>(q + size_t(i0) * hd_pad, hd_pad, hd, kt, stride, n_vecs, s, pf);
+    constexpr bool kDot = kDotValues<TV, kChunks>;
     for (int i = 0; i < kQ; ++i)
-        SoftmaxRow(st, i0 + i, s + size_t(i) * kStepKeys, n_vecs, vis[i], hd_pad,
-                   p + size_t(i) * kStepKeys);
+        SoftmaxRow<kIsBf16<TV> && !kDot>(st, i0 + i, s + size_t(i) * kStepKeys, n_vecs, vis[i],
+                                         hd_pad, p + size_t(i) * kStepKeys);
     const size_t n_chunks = kChunks ? kChunks : hd_pad / N;
     float* o = st.o(i0);
-    size_t c0 = 0;
     constexpr size_t kCS = TileChunks<kQ>();
+#ifdef TROUPE_ATTN_DPBF16
+    if constexpr (kDot) {
+        ValuesStepDot<kQ, kCS, kChunks>(p, vrows, max_vis, o, st.stride, pf);
+        return;
+    }
+#endif
+    size_t c0 = 0;
     for (; c0 + kCS <= n_chunks; c0 += kCS)
         ValuesTile<kQ, kCS, kChunks>(p, vrows, hd, max_vis, c0, o, st.stride, pf);
     for (; c0 < n_chunks; ++c0)
@@ -419,6 +521,12 @@ HWY_NOINLINE void AttendTile(const ops::KvLayerView& kv, int head, const int32_t
     }
     for (int i = 0; i < nq; ++i)
         states[size_t(i) * stride + ops::kAttnStateL] = SumStepSums(lsum + size_t(i) * kStepKeys);
+#ifdef TROUPE_ATTN_DPBF16
+    if constexpr (kDotValues<T, kChunks>) {
+        for (int i = 0; i < nq; ++i)
+            UnpermuteDotValues(states + size_t(i) * stride + ops::kAttnStateO, hd_pad);
+    }
+#endif
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

@@ -228,12 +228,25 @@ void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int 
                     }
                     scores[p] = bf16 ? dot : dot * scale;
                 }
-                softmax(scores.data(), n_ctx);
+                // The exponentials e_p = exp(s_p - max s); out = sum_p w_p v_p / sum_p e_p,
+                // w_p = e_p, or for a BF16 cache e_p rounded to BF16 (as the kernels weight
+                // its values; they round exp(s_p - m) for their running maximum m, so the two
+                // roundings differ by up to 2^-9 of each weight).
+                float mx = scores[0];
+                for (int p = 1; p < n_ctx; ++p) mx = std::max(mx, scores[p]);
+                double sum = 0.0;
+                for (int p = 0; p < n_ctx; ++p) {
+                    scores[p] = std::exp(scores[p] - mx);
+                    sum += scores[p];
+                }
+                const float inv = float(1.0 / sum);
                 float* o = sq.out + (size_t(r) * n_head + h) * d;
                 std::fill(o, o + d, 0.0f);
                 for (int p = 0; p < n_ctx; ++p) {
                     const uint8_t* vp = kv_vec(kv, sq.block_table, p, kvh);
-                    for (int i = 0; i < d; ++i) o[i] += scores[p] * kv_load(kv.type, vp, i);
+                    const float w =
+                        (bf16 ? bf16_to_fp32(fp32_to_bf16_ftz(scores[p])) : scores[p]) * inv;
+                    for (int i = 0; i < d; ++i) o[i] += w * kv_load(kv.type, vp, i);
                 }
             }
         }

@@ -74,9 +74,17 @@ TestSeq make_seq(std::vector<int32_t> table, int first_pos, int n_q, int n_head,
 // Float sums in another order than the reference: scores move by ~1e-6, outputs (weighted
 // means of values in [-1, 1]) by a few 1e-6.
 constexpr float kAbsTol = 2e-5f;
+// A BF16 cache weights its values with the exponentials rounded to BF16, the kernels'
+// exp(s - m) for their running maximum m and the reference's exp(s - max s): each weight may
+// differ by two roundings, 2 x 2^-9 of itself, so an output by up to 2^-8 sum_p w_p |v_p|
+// <= 2^-8 (values in [-1, 1]). Zero queries (all scores 0, every weight exactly 1) leave only
+// kAbsTol: DecodeAndPrefillMatchReference checks those too.
+constexpr float kBf16WeightTol = 1.0f / 256.0f;
 
 void check_against_reference(const TestKv& kv, std::vector<TestSeq>& seqs, int n_head,
-                             ThreadPool* pool, bool shared) {
+                             ThreadPool* pool, bool shared, bool exact_weights = false) {
+    const float tol =
+        kAbsTol + (kv.view.type == DType::BF16 && !exact_weights ? kBf16WeightTol : 0.0f);
     std::vector<ops::AttentionSeq> batch;
     for (TestSeq& s : seqs) batch.push_back(s.seq);
     std::vector<std::vector<float>> want;
@@ -93,7 +101,7 @@ void check_against_reference(const TestKv& kv, std::vector<TestSeq>& seqs, int n
                                   pool);
         }
         for (size_t i = 0; i < seqs.size(); ++i)
-            expect_near_all(seqs[i].out.data(), want[i].data(), want[i].size(), kAbsTol, 0.0f,
+            expect_near_all(seqs[i].out.data(), want[i].data(), want[i].size(), tol, 0.0f,
                             "attention");
     });
 }
@@ -124,6 +132,11 @@ TEST(Attention, DecodeAndPrefillMatchReference) {
                 check_against_reference(kv, seqs, n_head, nullptr, false);
                 // The same table for all: attention() groups them by their shared blocks.
                 check_against_reference(kv, seqs, n_head, &pool, true);
+                if (type == DType::BF16) {  // every weight 1: the values' sums alone
+                    for (TestSeq& s : seqs) std::fill(s.q.begin(), s.q.end(), 0.0f);
+                    check_against_reference(kv, seqs, n_head, &pool, false, true);
+                    check_against_reference(kv, seqs, n_head, &pool, true, true);
+                }
             }
 }
 
@@ -410,12 +423,63 @@ TEST(Attention, RowsAreBatchInvariant) {
         {DType::F16, 16, 3, 3, 64},  {DType::F16, 5, 3, 3, 64},  {DType::F32, 16, 1, 8, 48},
         {DType::F16, 32, 2, 4, 20},  {DType::F32, 7, 2, 1, 128}, {DType::F16, 16, 1, 5, 64},
         {DType::BF16, 16, 3, 3, 64}, {DType::BF16, 5, 3, 3, 64}, {DType::BF16, 32, 2, 4, 20},
+        {DType::BF16, 16, 1, 8, 128}, {DType::BF16, 7, 2, 3, 48},
     };
     for (const InvarianceCase& c : cases) {
         SCOPED_TRACE(::testing::Message()
                      << type_name(c.type) << " block " << c.block_size << " kv heads "
                      << c.n_kv_head << " group " << c.group << " head_dim " << c.head_dim);
         check_rows_batch_invariant(c, pool);
+    }
+}
+
+// A BF16 cache's two forms of the same arithmetic give the same bits: on a CPU with
+// AVX512_BF16 the AVX3_DL target's vdpbf16ps scores (and, for heads of an even number of
+// vectors, values) against the AVX3 target's float multiply-adds of the pairs (the same
+// vector width, so the same steps and sums). Decode rows, a prefill and a shared prefix.
+TEST(Attention, Bf16FormsGiveTheSameBits) {
+#if defined(__x86_64__)
+    const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
+#else
+    const bool has_bf16 = false;
+#endif
+    int64_t dl = 0, avx3 = 0;
+    for (const kernels::SimdTarget& t : kernels::available_targets()) {
+        if (t.name == "AVX3_DL") dl = t.id;
+        if (t.name == "AVX3") avx3 = t.id;
+    }
+    if (!has_bf16 || dl == 0 || avx3 == 0)
+        GTEST_SKIP() << "needs AVX512_BF16 and the AVX3 / AVX3_DL targets";
+    ThreadPool pool(2);
+    for (int head_dim : {64, 128, 48}) {
+        SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim);
+        const int n_kv_head = 2, n_head = 6, block_size = 16, n_blocks = 24;
+        TestKv kv(DType::BF16, n_blocks, block_size, n_kv_head, head_dim);
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), std::mt19937(3));
+        fill_cache(kv, table, n_blocks * block_size, uint32_t(head_dim));
+        std::vector<TestSeq> seqs;
+        seqs.push_back(make_seq(table, 300, 1, n_head, head_dim, 1));
+        seqs.push_back(make_seq(table, 301, 1, n_head, head_dim, 2));
+        seqs.push_back(make_seq(table, 0, 45, n_head, head_dim, 3));
+        seqs.push_back(make_seq(table, 200, 17, n_head, head_dim, 4));
+        std::vector<ops::AttentionSeq> batch;
+        for (TestSeq& s : seqs) batch.push_back(s.seq);
+        std::vector<std::vector<float>> outs[2];
+        for (int f = 0; f < 2; ++f) {
+            kernels::ScopedTarget forced(f == 0 ? dl : avx3);
+            for (TestSeq& s : seqs) std::fill(s.out.begin(), s.out.end(), -7.0f);
+            ops::attention(kv.view, batch.data(), int(batch.size()), n_head, 0.125f, &pool);
+            for (TestSeq& s : seqs) outs[f].push_back(s.out);
+        }
+        for (size_t i = 0; i < seqs.size(); ++i)
+            for (size_t j = 0; j < outs[0][i].size(); ++j)
+                if (outs[0][i][j] != outs[1][i][j]) {
+                    ADD_FAILURE() << "sequence " << i << " element " << j << ": AVX3_DL "
+                                  << outs[0][i][j] << ", AVX3 " << outs[1][i][j];
+                    break;
+                }
     }
 }
 
