@@ -244,10 +244,17 @@ MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_token
 
 // Rows per task of plan p on the participants of r.
 int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
-    if (p.path == MatmulPath::Rows)
-        return rows_per_task(
-            p.total_rows, r.size(), 6,
-            std::lcm(p.interleaved ? kInterleaveRows : kern::gemv_row_group(), p.row_multiple));
+    if (p.path == MatmulPath::Rows) {
+        // A call mixing interleaved weights with others (a Q4_K_M file has a few Q8_0
+        // matrices among its Q5_0 / Q4_K / Q6_K ones) needs both multiples: the row group of
+        // the vector width alone (8 rows on AVX2, 4 on NEON) cut interleaved weights inside
+        // their groups of 16 (a failed check; AVX-512's 16 hid it).
+        const int64_t group = p.interleaved ? kInterleaveRows
+                              : p.any_interleaved
+                                  ? std::lcm(kInterleaveRows, kern::gemv_row_group())
+                                  : kern::gemv_row_group();
+        return rows_per_task(p.total_rows, r.size(), 6, std::lcm(group, p.row_multiple));
+    }
     // Up to a vector of tokens the kernels stream the weights (about the time of reading
     // them), and every task starts cold, its first rows waiting on DRAM: one task per
     // participant (measured at batch 8, 1536x576 q8_0: 4 per participant lost ~18%). Larger
