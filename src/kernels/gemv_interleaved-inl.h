@@ -166,6 +166,111 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
     pf_io = pf;
 }
 
+// Targets with 16 vector registers whose 16 rows take several vectors (AVX2: 2, SSE4: 4)
+// cannot keep a whole group's accumulators for many tokens in registers (GemvI16Pass holds 4
+// tokens there, and GCC spilled its sums). They take the group one vector of rows (a slice)
+// at a time instead, for up to kI16SliceTile tokens a pass: per 4-input group j, one weight
+// load and |w| for all the tokens, then each token's sign(x, w), multiply-adds and the
+// int32 chain in registers; the float accumulators live in y (one load, FMA and store per
+// block and token, the same operations in the same order as GemvI16Pass's). The other
+// slices of the group find its lines in L1.
+constexpr bool kI16BySlice = kI16Regs == 16 && kI16Vecs > 1;
+constexpr int kI16SliceTile = 8;
+static_assert(!(kI16BySlice && kHasVnni), "the slice pass takes Q8_0 weights signed");
+
+// One pass over slice h (rows h L .. h L + L - 1) of a row group of a Q8_0 or Q4_0 weight:
+// T tokens, y[t * ldy + h L + i]. Prefetches as GemvI16Pass does (callers give the first
+// slice of a group the stream, the others an exhausted one).
+template <DType kType, int T>
+HWY_NOINLINE void GemvI16SlicePass(const uint8_t* HWY_RESTRICT group, int64_t n_blocks, size_t h,
+                                   const uint8_t* const* a, const ops::ActLayout& l, float* y,
+                                   int64_t ldy, const uint8_t*& pf_io, const uint8_t* pf_end) {
+    const I16DF df;
+    const I16DI di;
+    const I16D8 d8;
+    const hn::Repartition<uint16_t, I16D8> d16;
+    constexpr size_t L = hn::MaxLanes(I16DF());
+    constexpr size_t kValues = ops::interleaved_value_bytes(kType);
+    const uint8_t* x[T];
+    for (int t = 0; t < T; ++t) x[t] = a[t];
+    const uint8_t* pf = pf_io;
+    for (int64_t k = 0; k < n_blocks; ++k) {
+        const uint8_t* b = group + ops::interleaved_scales_at(k);
+        const uint8_t* qk = group + ops::interleaved_values_at(kType, n_blocks, k);
+        const uint8_t* want = qk + kValues + kStreamPrefetchBytes;
+        for (; pf < want && pf < pf_end; pf += 64) prefetch_stream(pf);
+        const size_t at_q = size_t(k) * 32;
+        const size_t at_d = l.scale_offset + size_t(k) * 4, at_c = l.corr_offset + size_t(k) * 4;
+        hn::Vec<I16DI> is[T];
+        for (int t = 0; t < T; ++t) {
+            if constexpr (kType == DType::Q4_0) {
+                int32_t corr;
+                std::memcpy(&corr, x[t] + at_c, 4);
+                is[t] = hn::Set(di, corr >> 4);
+            } else {
+                is[t] = hn::Zero(di);
+            }
+        }
+        const uint8_t* q = qk + h * L * 4;
+        if constexpr (kType == DType::Q4_0) {
+            for (size_t p = 0; p < 4; ++p) {
+                const auto v = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * p));
+                const auto lo = hn::And(v, hn::Set(d8, int8_t(0x0F)));
+                const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, v))),
+                                        hn::Set(d8, int8_t(0x0F)));
+                for (int t = 0; t < T; ++t) {
+                    is[t] = I16Dot<kType>(lo, x[t] + at_q + 4 * p, is[t]);
+                    KeepInRegister(is[t]);
+                    is[t] = I16Dot<kType>(hi, x[t] + at_q + 16 + 4 * p, is[t]);
+                    KeepInRegister(is[t]);
+                }
+            }
+        } else {
+            for (size_t j = 0; j < 8; ++j) {
+                const auto w = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * j));
+                for (int t = 0; t < T; ++t) {
+                    is[t] = I16Dot<kType>(w, x[t] + at_q + 4 * j, is[t]);
+                    KeepInRegister(is[t]);
+                }
+            }
+        }
+        const auto dw =
+            F32FromF16Bits(df, hn::LoadU(I16DH(), reinterpret_cast<const uint16_t*>(b) + h * L));
+        for (int t = 0; t < T; ++t) {
+            float dx;
+            std::memcpy(&dx, x[t] + at_d, 4);
+            float* yt = y + t * ldy + h * L;
+            const auto acc = k == 0 ? hn::Zero(df) : hn::LoadU(df, yt);
+            hn::StoreU(hn::MulAdd(hn::ConvertTo(df, is[t]), hn::Mul(dw, hn::Set(df, dx)), acc), df,
+                       yt);
+        }
+    }
+    pf_io = pf;
+}
+
+// T tokens (T <= kI16SliceTile) over slice h of the row group at `group`.
+template <DType kType>
+HWY_INLINE void GemvI16SliceTokens(int T, const uint8_t* group, int64_t n_blocks, size_t h,
+                                   const uint8_t* const* a, const ops::ActLayout& l, float* y,
+                                   int64_t ldy, const uint8_t*& pf, const uint8_t* pf_end) {
+    switch (T) {
+#define TROUPE_I16_CASE(n) \
+    case n:                \
+        return GemvI16SlicePass<kType, n>(group, n_blocks, h, a, l, y, ldy, pf, pf_end);
+        TROUPE_I16_CASE(1)
+        TROUPE_I16_CASE(2)
+        TROUPE_I16_CASE(3)
+        TROUPE_I16_CASE(4)
+        TROUPE_I16_CASE(5)
+        TROUPE_I16_CASE(6)
+        TROUPE_I16_CASE(7)
+        TROUPE_I16_CASE(8)
+#undef TROUPE_I16_CASE
+        default:
+            break;
+    }
+}
+
 // T tokens (T <= kI16Tile) over the row group at `group`.
 template <DType kType>
 HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
@@ -188,6 +293,33 @@ HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
 #undef TROUPE_I16_CASE
         default:
             break;
+    }
+}
+
+// GemvInterleaved's form for kI16BySlice targets: each group slice by slice, up to
+// kI16SliceTile tokens a pass; only the first pass over a group streams new weights.
+HWY_INLINE void GemvInterleavedBySlice(const ops::Weight& w, int64_t o0, int64_t o1,
+                                       ops::kern::WeightStream& stream, const uint8_t* act,
+                                       const ops::ActLayout& l, int64_t t0, int64_t t1, float* y) {
+    const size_t group_bytes = size_t(ops::kInterleaveRows) * w.row_stride;
+    const uint8_t* rows[kI16SliceTile];
+    for (int64_t o = o0; o < o1; o += ops::kInterleaveRows) {
+        const uint8_t* group = w.data + size_t(o / ops::kInterleaveRows) * group_bytes;
+        for (int64_t t = t0; t < t1; t += kI16SliceTile) {
+            const int n = int(t1 - t < kI16SliceTile ? t1 - t : kI16SliceTile);
+            for (int i = 0; i < n; ++i) rows[i] = act + size_t(t + i) * l.row_bytes;
+            float* yo = y + t * w.n_out + o;
+            for (size_t h = 0; h < kI16Vecs; ++h) {
+                const uint8_t* pf_end = t == t0 && h == 0 ? stream.end : stream.next;
+                if (w.type == DType::Q4_0) {
+                    GemvI16SliceTokens<DType::Q4_0>(n, group, l.n_blocks, h, rows, l, yo, w.n_out,
+                                                    stream.next, pf_end);
+                } else {
+                    GemvI16SliceTokens<DType::Q8_0>(n, group, l.n_blocks, h, rows, l, yo, w.n_out,
+                                                    stream.next, pf_end);
+                }
+            }
+        }
     }
 }
 
@@ -225,6 +357,11 @@ HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
 #else
     (void)scratch;
 #endif
+    if constexpr (kI16BySlice) {
+        // Batches only: one token is bound by the weight stream, and GemvI16Pass reads each
+        // line once.
+        if (t1 - t0 > 1) return GemvInterleavedBySlice(w, o0, o1, stream, act, l, t0, t1, y);
+    }
     const uint8_t* rows[kI16Tile];
     for (int64_t o = o0; o < o1; o += ops::kInterleaveRows) {
         const uint8_t* group = w.data + size_t(o / ops::kInterleaveRows) * group_bytes;

@@ -18,6 +18,22 @@ HWY_BEFORE_NAMESPACE();
 namespace troupe::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Keeps the value of v in a register as computed at this point, and makes the compiler take
+// it as changed there. GCC reassociates a chain of integer additions across an unrolled loop
+// into a tree whose partial sums spill when the target has 16 vector registers (AVX2,
+// SSE4): a barrier after each addition keeps the chain a chain. (x86 and NEON; elsewhere a
+// no-op.)
+template <class V>
+HWY_INLINE void KeepInRegister(V& v) {
+#if HWY_ARCH_X86 && HWY_COMPILER_GCC && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+    asm("" : "+v"(v.raw));
+#elif HWY_ARCH_ARM_A64 && HWY_COMPILER_GCC && HWY_TARGET == HWY_NEON
+    asm("" : "+w"(v.raw));
+#else
+    (void)v;
+#endif
+}
+
 // Loads the first n < Lanes(d) values of p (the rest zero) without touching memory past
 // p + n: the tail of a row whose length is not a multiple of the vector.
 template <class D, typename T = hn::TFromD<D>>
