@@ -4,6 +4,7 @@
 #include "kernels/simd_targets.h"  // first: decides the targets
 
 #include <algorithm>
+#include <limits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul.cpp"
@@ -140,6 +141,13 @@ int64_t GemvRowGroup() {
 #else
     return 1;
 #endif
+}
+
+int64_t GemvInterleavedMaxTokens() {
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (kI16BySlice) return std::numeric_limits<int64_t>::max();
+#endif
+    return 16;
 }
 
 // y[t, o] for t in [t0, t1), o in [o0, o1).   y: [*, w.n_out]. scratch: GemvScratch(w,
@@ -318,6 +326,7 @@ HWY_EXPORT(HasKernel);
 HWY_EXPORT(MatmulTile);
 HWY_EXPORT(GemvScratch);
 HWY_EXPORT(GemvRowGroup);
+HWY_EXPORT(GemvInterleavedMaxTokens);
 HWY_EXPORT(GemmTokenLanes);
 HWY_EXPORT(GemmPackedBytes);
 HWY_EXPORT(GemmHasPairs);
@@ -342,6 +351,10 @@ size_t gemv_scratch_bytes(const Weight& w, int64_t n_tokens) {
 
 int64_t gemv_row_group() {
     return HWY_DYNAMIC_DISPATCH(GemvRowGroup)();
+}
+
+int64_t gemv_interleaved_max_tokens() {
+    return HWY_DYNAMIC_DISPATCH(GemvInterleavedMaxTokens)();
 }
 
 // Interleaved weights are computed in whole groups of rows.

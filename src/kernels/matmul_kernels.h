@@ -33,6 +33,12 @@ struct WeightStream {
 size_t gemv_scratch_bytes(const Weight& w, int64_t n_tokens);
 int64_t gemv_row_group();
 
+// Up to how many tokens gemv_rows is the faster kernel for interleaved weights (beyond it,
+// gemm_rows): 16 on most targets; on those that take a group one vector of rows at a time
+// (AVX2, SSE4: gemv_interleaved-inl.h), every batch (prefill of 512 tokens, 1536x576 Q8_0 on
+// Zen 3: 157-181 GFLOP/s against 131-143 for the packed matrix-matrix kernel).
+int64_t gemv_interleaved_max_tokens();
+
 // y[t, o] for t in [t0, t1), o in [o0, o1): y: [*, w.n_out], act: converted rows.
 // scratch: gemv_scratch_bytes(w, t1 - t0), 64-byte aligned. Interleaved weights take any
 // number of tokens (their kernel, gemv_interleaved-inl.h) and whole groups of 16 rows

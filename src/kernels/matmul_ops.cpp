@@ -163,11 +163,6 @@ void matmul_fallback(Region& r, const Weight& w, const MatmulInput& in, float* y
     });
 }
 
-// Up to how many tokens interleaved weights (kernels/weight_layout.h) take their own kernel,
-// whose passes over a group of rows take kI16Tile tokens each; larger batches are packed for
-// the matrix-matrix kernel, which reads those weights as well.
-constexpr int64_t kMaxInterleavedTokens = 16;
-
 // One step converting the input rows into act ([n_tokens, l.row_bytes]), a token per task.
 void convert_tokens(Region& r, const MatmulInput& in, const ActLayout& l, int64_t n_tokens,
                     uint8_t* act) {
@@ -182,8 +177,8 @@ void convert_tokens(Region& r, const MatmulInput& in, const ActLayout& l, int64_
 
 // How a matmul_many call runs: each matrix on its own (mixed types, or no SIMD kernel),
 // matrix-matrix (packed activations) or streamed rows (matrix-vector, and interleaved weights
-// up to kMaxInterleavedTokens), and the task split. Rows with shared_act: the tokens are
-// converted in a step of their own, one per task, instead of by every participant.
+// up to kern::gemv_interleaved_max_tokens()), and the task split. Rows with shared_act: the
+// tokens are converted in a step of their own, one per task, instead of by every participant.
 enum class MatmulPath { Empty, Separate, Packed, Rows };
 struct MatmulPlan {
     MatmulPath path = MatmulPath::Empty;
@@ -232,7 +227,10 @@ MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_token
         min_tokens = std::max(min_tokens, min_gemm_tokens(ws[m].type, token_lanes, pairs));
     }
     const bool packed = n_tokens >= min_tokens && p.packed_bytes > 0;
-    if (p.interleaved && n_tokens <= kMaxInterleavedTokens) {
+    // Interleaved weights (kernels/weight_layout.h) take their own kernel up to
+    // gemv_interleaved_max_tokens() tokens; larger batches are packed for the matrix-matrix
+    // kernel, which reads those weights as well.
+    if (p.interleaved && n_tokens <= kern::gemv_interleaved_max_tokens()) {
         p.path = MatmulPath::Rows;
         p.shared_act = packed;
     } else {
