@@ -1,5 +1,6 @@
 // Q8_0 and Q4_0 weights in the Interleaved16 layout (kernels/weight_layout.h) times a few
-// converted activation rows (Q8_0, matmul_act.h): decode and batched decode, rows in lanes.
+// converted activation rows (Q8_0, matmul_act.h): decode and batched decode, rows in lanes
+// (on targets with 16 vector registers, every batch size: GemvInterleavedBySlice).
 //
 // A vector holds the same 4 inputs of 16 / NV rows (NV = vectors per 16 rows: 1 on AVX-512,
 // 2 on AVX2, 4 on SSE4 / NEON). For every block and 4-input group j, one load takes the
@@ -28,6 +29,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -85,6 +87,53 @@ HWY_INLINE hn::Vec<I16DI> I16Dot(hn::Vec<I16D8> w, const uint8_t* xq, hn::Vec<I1
     }
 }
 
+// The exact integer sums of one block of one vector of rows (16 / kI16Vecs rows: q, its
+// values, 64 bytes per 4-input group) for T tokens (token t's values at x[t] + at_q): is[t]
+// starts where the token's block starts (x[t] + at_c holds -128 times its sum: Q4_0 and
+// VNNI's Q8_0 start from it, the signed form from 0) and takes its dot products in the
+// order of the groups. kKeepChains: each chain passes a register barrier after every
+// addition (the slice pass, below).
+template <DType kType, int T, bool kKeepChains>
+HWY_INLINE void I16BlockSums(const uint8_t* HWY_RESTRICT q, const uint8_t* const* x, size_t at_q,
+                             size_t at_c, hn::Vec<I16DI>* is) {
+    const I16DI di;
+    const I16D8 d8;
+    const hn::Repartition<uint16_t, I16D8> d16;
+    const auto add = [&](int t, hn::Vec<I16D8> w, size_t at) {
+        is[t] = I16Dot<kType>(w, x[t] + at, is[t]);
+        if constexpr (kKeepChains) KeepInRegister(is[t]);
+    };
+    for (int t = 0; t < T; ++t) {
+        int32_t corr;
+        std::memcpy(&corr, x[t] + at_c, 4);
+        if constexpr (kType == DType::Q4_0) {
+            is[t] = hn::Set(di, corr >> 4);
+        } else if constexpr (kHasVnni) {
+            is[t] = hn::Set(di, corr);
+        } else {
+            is[t] = hn::Zero(di);
+        }
+    }
+    if constexpr (kType == DType::Q4_0) {
+        for (size_t p = 0; p < 4; ++p) {
+            const auto v = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * p));
+            const auto lo = hn::And(v, hn::Set(d8, int8_t(0x0F)));
+            const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, v))),
+                                    hn::Set(d8, int8_t(0x0F)));
+            for (int t = 0; t < T; ++t) {
+                add(t, lo, at_q + 4 * p);
+                add(t, hi, at_q + 16 + 4 * p);
+            }
+        }
+    } else {
+        for (size_t j = 0; j < 8; ++j) {
+            auto w = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * j));
+            if constexpr (kHasVnni) w = hn::Xor(w, hn::Set(d8, int8_t(-128)));
+            for (int t = 0; t < T; ++t) add(t, w, at_q + 4 * j);
+        }
+    }
+}
+
 // One pass over a row group of a Q8_0 or Q4_0 weight: T tokens (rows a[0 .. T)), y[t * ldy +
 // r] for its 16 rows. Prefetches the lines from pf on up to kStreamPrefetchBytes past each
 // block read, never at or past pf_end (the stream then stops), into L2 (prefetch_stream).
@@ -97,9 +146,6 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
                               const uint8_t* const* a, const ops::ActLayout& l, float* y,
                               int64_t ldy, const uint8_t*& pf_io, const uint8_t* pf_end) {
     const I16DF df;
-    const I16DI di;
-    const I16D8 d8;
-    const hn::Repartition<uint16_t, I16D8> d16;
     constexpr size_t L = hn::MaxLanes(I16DF());
     constexpr size_t kValues = ops::interleaved_value_bytes(kType);
     // One base pointer per token and byte offsets shared by all of them (block k's values
@@ -122,37 +168,7 @@ HWY_NOINLINE void GemvI16Pass(const uint8_t* HWY_RESTRICT group, int64_t n_block
             const auto dw = F32FromF16Bits(
                 df, hn::LoadU(I16DH(), reinterpret_cast<const uint16_t*>(b) + h * L));
             hn::Vec<I16DI> is[T];
-            for (int t = 0; t < T; ++t) {
-                int32_t corr;
-                std::memcpy(&corr, x[t] + at_c, 4);
-                if constexpr (kType == DType::Q4_0) {
-                    is[t] = hn::Set(di, corr >> 4);
-                } else if constexpr (kHasVnni) {
-                    is[t] = hn::Set(di, corr);
-                } else {
-                    is[t] = hn::Zero(di);
-                }
-            }
-            const uint8_t* q = qk + h * L * 4;
-            if constexpr (kType == DType::Q4_0) {
-                for (size_t p = 0; p < 4; ++p) {
-                    const auto v = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * p));
-                    const auto lo = hn::And(v, hn::Set(d8, int8_t(0x0F)));
-                    const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, v))),
-                                            hn::Set(d8, int8_t(0x0F)));
-                    for (int t = 0; t < T; ++t) {
-                        is[t] = I16Dot<kType>(lo, x[t] + at_q + 4 * p, is[t]);
-                        is[t] = I16Dot<kType>(hi, x[t] + at_q + 16 + 4 * p, is[t]);
-                    }
-                }
-            } else {
-                for (size_t j = 0; j < 8; ++j) {
-                    auto w = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * j));
-                    if constexpr (kHasVnni) w = hn::Xor(w, hn::Set(d8, int8_t(-128)));
-                    for (int t = 0; t < T; ++t)
-                        is[t] = I16Dot<kType>(w, x[t] + at_q + 4 * j, is[t]);
-                }
-            }
+            I16BlockSums<kType, T, false>(qk + h * L * 4, x, at_q, at_c, is);
             for (int t = 0; t < T; ++t) {
                 float dx;
                 std::memcpy(&dx, x[t] + at_d, 4);
@@ -186,9 +202,6 @@ HWY_NOINLINE void GemvI16SlicePass(const uint8_t* HWY_RESTRICT group, int64_t n_
                                    const uint8_t* const* a, const ops::ActLayout& l, float* y,
                                    int64_t ldy, const uint8_t*& pf_io, const uint8_t* pf_end) {
     const I16DF df;
-    const I16DI di;
-    const I16D8 d8;
-    const hn::Repartition<uint16_t, I16D8> d16;
     constexpr size_t L = hn::MaxLanes(I16DF());
     constexpr size_t kValues = ops::interleaved_value_bytes(kType);
     const uint8_t* x[T];
@@ -202,38 +215,7 @@ HWY_NOINLINE void GemvI16SlicePass(const uint8_t* HWY_RESTRICT group, int64_t n_
         const size_t at_q = size_t(k) * 32;
         const size_t at_d = l.scale_offset + size_t(k) * 4, at_c = l.corr_offset + size_t(k) * 4;
         hn::Vec<I16DI> is[T];
-        for (int t = 0; t < T; ++t) {
-            if constexpr (kType == DType::Q4_0) {
-                int32_t corr;
-                std::memcpy(&corr, x[t] + at_c, 4);
-                is[t] = hn::Set(di, corr >> 4);
-            } else {
-                is[t] = hn::Zero(di);
-            }
-        }
-        const uint8_t* q = qk + h * L * 4;
-        if constexpr (kType == DType::Q4_0) {
-            for (size_t p = 0; p < 4; ++p) {
-                const auto v = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * p));
-                const auto lo = hn::And(v, hn::Set(d8, int8_t(0x0F)));
-                const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, v))),
-                                        hn::Set(d8, int8_t(0x0F)));
-                for (int t = 0; t < T; ++t) {
-                    is[t] = I16Dot<kType>(lo, x[t] + at_q + 4 * p, is[t]);
-                    KeepInRegister(is[t]);
-                    is[t] = I16Dot<kType>(hi, x[t] + at_q + 16 + 4 * p, is[t]);
-                    KeepInRegister(is[t]);
-                }
-            }
-        } else {
-            for (size_t j = 0; j < 8; ++j) {
-                const auto w = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * j));
-                for (int t = 0; t < T; ++t) {
-                    is[t] = I16Dot<kType>(w, x[t] + at_q + 4 * j, is[t]);
-                    KeepInRegister(is[t]);
-                }
-            }
-        }
+        I16BlockSums<kType, T, true>(qk + h * L * 4, x, at_q, at_c, is);
         const auto dw =
             F32FromF16Bits(df, hn::LoadU(I16DH(), reinterpret_cast<const uint16_t*>(b) + h * L));
         for (int t = 0; t < T; ++t) {
@@ -248,15 +230,13 @@ HWY_NOINLINE void GemvI16SlicePass(const uint8_t* HWY_RESTRICT group, int64_t n_
     pf_io = pf;
 }
 
-// T tokens (T <= kI16SliceTile) over slice h of the row group at `group`.
-template <DType kType>
-HWY_INLINE void GemvI16SliceTokens(int T, const uint8_t* group, int64_t n_blocks, size_t h,
-                                   const uint8_t* const* a, const ops::ActLayout& l, float* y,
-                                   int64_t ldy, const uint8_t*& pf, const uint8_t* pf_end) {
+// f(std::integral_constant<int, T>()) for a pass of T tokens, 1 <= T <= 8.
+template <class F>
+HWY_INLINE void WithTokenCount(int T, const F& f) {
     switch (T) {
 #define TROUPE_I16_CASE(n) \
     case n:                \
-        return GemvI16SlicePass<kType, n>(group, n_blocks, h, a, l, y, ldy, pf, pf_end);
+        return f(std::integral_constant<int, n>());
         TROUPE_I16_CASE(1)
         TROUPE_I16_CASE(2)
         TROUPE_I16_CASE(3)
@@ -271,29 +251,26 @@ HWY_INLINE void GemvI16SliceTokens(int T, const uint8_t* group, int64_t n_blocks
     }
 }
 
+// T tokens (T <= kI16SliceTile) over slice h of the row group at `group`.
+template <DType kType>
+HWY_INLINE void GemvI16SliceTokens(int T, const uint8_t* group, int64_t n_blocks, size_t h,
+                                   const uint8_t* const* a, const ops::ActLayout& l, float* y,
+                                   int64_t ldy, const uint8_t*& pf, const uint8_t* pf_end) {
+    WithTokenCount(T, [&](auto n) {
+        GemvI16SlicePass<kType, decltype(n)::value>(group, n_blocks, h, a, l, y, ldy, pf, pf_end);
+    });
+}
+
 // T tokens (T <= kI16Tile) over the row group at `group`.
 template <DType kType>
 HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
                               const uint8_t* const* a, const ops::ActLayout& l, float* y,
                               int64_t ldy, const uint8_t*& pf, const uint8_t* pf_end) {
-    switch (T) {
-#define TROUPE_I16_CASE(n)                                                           \
-    case n:                                                                          \
-        if constexpr (n <= kI16Tile)                                                 \
-            return GemvI16Pass<kType, n>(group, n_blocks, a, l, y, ldy, pf, pf_end); \
-        break;
-        TROUPE_I16_CASE(1)
-        TROUPE_I16_CASE(2)
-        TROUPE_I16_CASE(3)
-        TROUPE_I16_CASE(4)
-        TROUPE_I16_CASE(5)
-        TROUPE_I16_CASE(6)
-        TROUPE_I16_CASE(7)
-        TROUPE_I16_CASE(8)
-#undef TROUPE_I16_CASE
-        default:
-            break;
-    }
+    WithTokenCount(T, [&](auto n) {
+        constexpr int kT = decltype(n)::value;
+        if constexpr (kT <= kI16Tile)
+            GemvI16Pass<kType, kT>(group, n_blocks, a, l, y, ldy, pf, pf_end);
+    });
 }
 
 // GemvInterleaved's form for kI16BySlice targets: each group slice by slice, up to
