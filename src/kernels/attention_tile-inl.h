@@ -1,6 +1,6 @@
 // The attention kernel: a task's query vectors in tiles (12 x 2 key vectors while 12 remain,
-// then up to kTileQ x 4) over its keys in steps of kStepKeys, keys in lanes. Per step and
-// tile:
+// then up to kTileQ x 4; with 16 registers 3-4 x 3 or 1-2 x 4) over its keys in steps of
+// kStepKeys, keys in lanes. Per step and tile:
 //   scores  s[i][j] = q_i . k_j as one FMA chain per key over the head dimensions: K is stored
 //           transposed in the cache (dimension d of N consecutive keys is one vector), each
 //           element of a query vector is broadcast and multiplied into the key vectors of the

@@ -36,7 +36,7 @@ int64_t gemv_row_group();
 // Up to how many tokens gemv_rows is the faster kernel for interleaved weights (beyond it,
 // gemm_rows): 16 on most targets; on those that take a group one vector of rows at a time
 // (AVX2, SSE4: gemv_interleaved-inl.h), every batch (prefill of 512 tokens, 1536x576 Q8_0 on
-// Zen 3: 157-181 GFLOP/s against 131-143 for the packed matrix-matrix kernel).
+// Zen 3: 137-181 GFLOP/s against 121-143 for the packed matrix-matrix kernel).
 int64_t gemv_interleaved_max_tokens();
 
 // y[t, o] for t in [t0, t1), o in [o0, o1): y: [*, w.n_out], act: converted rows.
