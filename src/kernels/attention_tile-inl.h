@@ -43,7 +43,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // converting F16) per FMA, for twice the broadcasts. With 16 registers (AVX2, SSE4), tiles
 // of up to 4 query vectors: 3 or 4 of them x 3 key vectors (or head chunks), 1 or 2 x 4; a
 // GQA group of 3 heads is one tile. On Zen 3, a score tile alone (F16 keys, in L1) ran
-// 1.88 FMAs a cycle at 4 x 3 against 1.54-1.65 at 2 x 4.
+// 1.88 FMAs a cycle at 4 x 3 against 1.54-1.65 at 2 x 4 (cycles at 3.15 GHz, about the
+// clock the FMA probe implies).
 constexpr int kTileQ = kFewRegisters ? 4 : 6;
 constexpr int kWideTileQ = kFewRegisters ? 0 : 12;
 constexpr int kMaxTileQ = kTileQ > kWideTileQ ? kTileQ : kWideTileQ;

@@ -1,6 +1,6 @@
 // Q8_0 and Q4_0 weights in the Interleaved16 layout (kernels/weight_layout.h) times a few
 // converted activation rows (Q8_0, matmul_act.h): decode and batched decode, rows in lanes
-// (on targets with 16 vector registers, every batch size: GemvInterleavedBySlice).
+// (on targets with 16 vector registers, every batch size, slice by slice: GemvI16SlicePass).
 //
 // A vector holds the same 4 inputs of 16 / NV rows (NV = vectors per 16 rows: 1 on AVX-512,
 // 2 on AVX2, 4 on SSE4 / NEON). For every block and 4-input group j, one load takes the
@@ -87,6 +87,15 @@ HWY_INLINE hn::Vec<I16DI> I16Dot(hn::Vec<I16D8> w, const uint8_t* xq, hn::Vec<I1
     }
 }
 
+// One step of a chain: acc += the dot products of w with the 4 values at xq. A function,
+// not a lambda: GCC left the sums of a lambda capturing them on the stack (8 tokens: 12%
+// slower).
+template <DType kType, bool kKeepChains>
+HWY_INLINE void I16ChainAdd(hn::Vec<I16D8> w, const uint8_t* xq, hn::Vec<I16DI>& acc) {
+    acc = I16Dot<kType>(w, xq, acc);
+    if constexpr (kKeepChains) KeepInRegister(acc);
+}
+
 // The exact integer sums of one block of one vector of rows (16 / kI16Vecs rows: q, its
 // values, 64 bytes per 4-input group) for T tokens (token t's values at x[t] + at_q): is[t]
 // starts where the token's block starts (x[t] + at_c holds -128 times its sum: Q4_0 and
@@ -99,10 +108,6 @@ HWY_INLINE void I16BlockSums(const uint8_t* HWY_RESTRICT q, const uint8_t* const
     const I16DI di;
     const I16D8 d8;
     const hn::Repartition<uint16_t, I16D8> d16;
-    const auto add = [&](int t, hn::Vec<I16D8> w, size_t at) {
-        is[t] = I16Dot<kType>(w, x[t] + at, is[t]);
-        if constexpr (kKeepChains) KeepInRegister(is[t]);
-    };
     for (int t = 0; t < T; ++t) {
         int32_t corr;
         std::memcpy(&corr, x[t] + at_c, 4);
@@ -121,15 +126,16 @@ HWY_INLINE void I16BlockSums(const uint8_t* HWY_RESTRICT q, const uint8_t* const
             const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, v))),
                                     hn::Set(d8, int8_t(0x0F)));
             for (int t = 0; t < T; ++t) {
-                add(t, lo, at_q + 4 * p);
-                add(t, hi, at_q + 16 + 4 * p);
+                I16ChainAdd<kType, kKeepChains>(lo, x[t] + at_q + 4 * p, is[t]);
+                I16ChainAdd<kType, kKeepChains>(hi, x[t] + at_q + 16 + 4 * p, is[t]);
             }
         }
     } else {
         for (size_t j = 0; j < 8; ++j) {
             auto w = hn::LoadU(d8, reinterpret_cast<const int8_t*>(q + 64 * j));
             if constexpr (kHasVnni) w = hn::Xor(w, hn::Set(d8, int8_t(-128)));
-            for (int t = 0; t < T; ++t) add(t, w, at_q + 4 * j);
+            for (int t = 0; t < T; ++t)
+                I16ChainAdd<kType, kKeepChains>(w, x[t] + at_q + 4 * j, is[t]);
         }
     }
 }
@@ -273,33 +279,6 @@ HWY_INLINE void GemvI16Tokens(int T, const uint8_t* group, int64_t n_blocks,
     });
 }
 
-// GemvInterleaved's form for kI16BySlice targets: each group slice by slice, up to
-// kI16SliceTile tokens a pass; only the first pass over a group streams new weights.
-HWY_INLINE void GemvInterleavedBySlice(const ops::Weight& w, int64_t o0, int64_t o1,
-                                       ops::kern::WeightStream& stream, const uint8_t* act,
-                                       const ops::ActLayout& l, int64_t t0, int64_t t1, float* y) {
-    const size_t group_bytes = size_t(ops::kInterleaveRows) * w.row_stride;
-    const uint8_t* rows[kI16SliceTile];
-    for (int64_t o = o0; o < o1; o += ops::kInterleaveRows) {
-        const uint8_t* group = w.data + size_t(o / ops::kInterleaveRows) * group_bytes;
-        for (int64_t t = t0; t < t1; t += kI16SliceTile) {
-            const int n = int(t1 - t < kI16SliceTile ? t1 - t : kI16SliceTile);
-            for (int i = 0; i < n; ++i) rows[i] = act + size_t(t + i) * l.row_bytes;
-            float* yo = y + t * w.n_out + o;
-            for (size_t h = 0; h < kI16Vecs; ++h) {
-                const uint8_t* pf_end = t == t0 && h == 0 ? stream.end : stream.next;
-                if (w.type == DType::Q4_0) {
-                    GemvI16SliceTokens<DType::Q4_0>(n, group, l.n_blocks, h, rows, l, yo, w.n_out,
-                                                    stream.next, pf_end);
-                } else {
-                    GemvI16SliceTokens<DType::Q8_0>(n, group, l.n_blocks, h, rows, l, yo, w.n_out,
-                                                    stream.next, pf_end);
-                }
-            }
-        }
-    }
-}
-
 // Fewest tokens for which the AVX3_DL target hands Q8_0 to the AMX kernel when it is usable
 // (one token stays on the vector kernel: it is bound by the weight stream).
 constexpr int64_t kAmxMinTokens = 2;
@@ -334,26 +313,36 @@ HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
 #else
     (void)scratch;
 #endif
-    if constexpr (kI16BySlice) {
-        // Batches only: one token is bound by the weight stream, and GemvI16Pass reads each
-        // line once.
-        if (t1 - t0 > 1) return GemvInterleavedBySlice(w, o0, o1, stream, act, l, t0, t1, y);
-    }
-    const uint8_t* rows[kI16Tile];
+    // kI16BySlice targets take batches slice by slice (one token is bound by the weight
+    // stream, and GemvI16Pass reads each line once).
+    const bool by_slice = kI16BySlice && t1 - t0 > 1;
+    const int64_t tile = by_slice ? kI16SliceTile : kI16Tile;
+    const size_t n_slices = by_slice ? kI16Vecs : 1;
+    const uint8_t* rows[kI16SliceTile > kI16Tile ? kI16SliceTile : kI16Tile];
     for (int64_t o = o0; o < o1; o += ops::kInterleaveRows) {
         const uint8_t* group = w.data + size_t(o / ops::kInterleaveRows) * group_bytes;
-        for (int64_t t = t0; t < t1; t += kI16Tile) {
-            const int n = int(t1 - t < kI16Tile ? t1 - t : kI16Tile);
+        for (int64_t t = t0; t < t1; t += tile) {
+            const int n = int(t1 - t < tile ? t1 - t : tile);
             for (int i = 0; i < n; ++i) rows[i] = act + size_t(t + i) * l.row_bytes;
-            // Only the first pass streams new weights; later ones find the group in L1.
-            const uint8_t* pf_end = t == t0 ? stream.end : stream.next;
             float* yo = y + t * w.n_out + o;
-            if (w.type == DType::Q4_0) {
-                GemvI16Tokens<DType::Q4_0>(n, group, l.n_blocks, rows, l, yo, w.n_out, stream.next,
-                                           pf_end);
-            } else {
-                GemvI16Tokens<DType::Q8_0>(n, group, l.n_blocks, rows, l, yo, w.n_out, stream.next,
-                                           pf_end);
+            for (size_t h = 0; h < n_slices; ++h) {
+                // Only the first pass streams new weights; later ones find the group in L1.
+                const uint8_t* pf_end = t == t0 && h == 0 ? stream.end : stream.next;
+                const auto pass = [&](auto type) {
+                    constexpr DType kType = decltype(type)::value;
+                    if constexpr (kI16BySlice) {
+                        if (by_slice)
+                            return GemvI16SliceTokens<kType>(n, group, l.n_blocks, h, rows, l, yo,
+                                                             w.n_out, stream.next, pf_end);
+                    }
+                    GemvI16Tokens<kType>(n, group, l.n_blocks, rows, l, yo, w.n_out, stream.next,
+                                         pf_end);
+                };
+                if (w.type == DType::Q4_0) {
+                    pass(std::integral_constant<DType, DType::Q4_0>());
+                } else {
+                    pass(std::integral_constant<DType, DType::Q8_0>());
+                }
             }
         }
     }

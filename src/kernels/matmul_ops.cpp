@@ -243,14 +243,13 @@ MatmulPlan plan_matmul(const Region& r, const Weight* ws, int n, int64_t n_token
 // Rows per task of plan p on the participants of r.
 int64_t task_rows(const Region& r, const MatmulPlan& p, int64_t n_tokens) {
     if (p.path == MatmulPath::Rows) {
-        // A call mixing interleaved weights with others (a Q4_K_M file has a few Q8_0
-        // matrices among its Q5_0 / Q4_K / Q6_K ones) needs both multiples: the row group of
-        // the vector width alone (8 rows on AVX2, 4 on NEON) cut interleaved weights inside
-        // their groups of 16 (a failed check; AVX-512's 16 hid it).
-        const int64_t group = p.interleaved ? kInterleaveRows
-                              : p.any_interleaved
-                                  ? std::lcm(kInterleaveRows, kern::gemv_row_group())
-                                  : kern::gemv_row_group();
+        // Interleaved weights need whole groups of 16 rows, the others whole row groups of
+        // the vector width, and a call may mix them (a Q4_K_M file has a few Q8_0 matrices
+        // among its Q5_0 / Q4_K / Q6_K ones): the vector's group alone (8 rows on AVX2, 4 on
+        // NEON) cut interleaved weights inside their groups (a failed check; AVX-512's 16
+        // hid it).
+        const int64_t row_group = kern::gemv_row_group();
+        const int64_t group = p.any_interleaved ? std::lcm(kInterleaveRows, row_group) : row_group;
         return rows_per_task(p.total_rows, r.size(), 6, std::lcm(group, p.row_multiple));
     }
     // Up to a vector of tokens the kernels stream the weights (about the time of reading

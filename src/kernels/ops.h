@@ -267,9 +267,9 @@ void kv_store(Region& r, const KvLayerView& kv, const AttentionSeq* seqs, int n_
 // Scaled dot-product attention with grouped KV heads (query head h reads kv head
 // h / (n_head / n_kv_head)), softmax in float, for every sequence of a batch (with a BF16
 // cache the scaled queries and the exponentials that weight the values are rounded to BF16,
-// attention_common-inl.h). Sequences whose
-// block tables begin with the same physical blocks (a prompt prefix shared through the
-// prefix cache) are found (find_shared_prefixes) and computed as attention_shared() does.
+// attention_common-inl.h). Sequences whose block tables begin with the same physical blocks
+// (a prompt prefix shared through the prefix cache) are found (find_shared_prefixes) and
+// computed as attention_shared() does.
 void attention(const KvLayerView& kv, const AttentionSeq* seqs, int n_seqs, int n_head, float scale,
                ThreadPool* pool);
 
