@@ -180,6 +180,138 @@ HWY_INLINE void UnpackScaleMin(const uint8_t* q, int32_t* sc, int32_t* m) {
     }
 }
 
+// The same in one 128-bit vector, by 32-bit lanes: bytes 0 .. 8 the scales, 8 .. 16 the
+// mins. Byte j of each lane is sub-block j (or j + 4) of UnpackScaleMin; the top two bits of
+// scales and mins 4..7 come from bits 6-7 of bytes 0..7. Reads 16 bytes from q (the
+// 12 of the scales and 4 of the block's next field).
+HWY_INLINE hn::Vec<hn::Full128<uint8_t>> UnpackScaleMin16(const uint8_t* q) {
+    const hn::Full128<uint32_t> du32;
+    const auto v = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(q));  // u0 u1 u2 -
+    const auto u2 = hn::Broadcast<2>(v);
+    const auto low4 = hn::And(hn::OddEven(hn::ShiftRight<4>(u2), u2), hn::Set(du32, 0x0f0f0f0fu));
+    const auto top2 = hn::ShiftLeft<4>(hn::And(hn::ShiftRight<6>(v), hn::Set(du32, 0x03030303u)));
+    const auto first = hn::And(v, hn::Set(du32, 0x3f3f3f3fu));  // scales 0-3, mins 0-3
+    const auto second = hn::Or(low4, top2);                     // scales 4-7, mins 4-7
+    return hn::BitCast(hn::Full128<uint8_t>(), hn::InterleaveLower(du32, first, second));
+}
+
+using SD = ScaleTag<D32>;  // ScaledDotU8I8's scale lanes
+using VS = hn::Vec<SD>;
+
+// Eight small integers (sub-block scales or mins of a super-block) for ScaledDotU8I8 and
+// MinSumLanes. kScaleInPairs targets hold them as 16-bit lanes of every 128-bit block: one
+// byte shuffle puts one of them in every lane. The others keep the integers. (Dummy defers
+// the members' instantiation to the form the target uses.)
+template <bool kInPairs, class Dummy = void>
+struct SubScalesT;
+
+template <class Dummy>
+struct SubScalesT<true, Dummy> {
+    hn::Vec<hn::Repartition<int16_t, D8>> table;
+
+    HWY_INLINE explicit SubScalesT(hn::Vec<hn::Full128<int16_t>> v)
+        : table(InEveryBlock(SD(), v)) {}
+    template <class D>
+    static HWY_INLINE hn::Vec<D> InEveryBlock(D d, hn::Vec<hn::Full128<int16_t>> v) {
+        if constexpr (hn::MaxLanes(d) > 8) {
+            return hn::Combine(d, v, v);
+        } else {
+            return v;
+        }
+    }
+    // Bytes 0 .. 8 (kUpper false: the scales) or 8 .. 16 (the mins) of UnpackScaleMin16's vector.
+    template <bool kUpper>
+    static HWY_INLINE SubScalesT Half(hn::Vec<hn::Full128<uint8_t>> bytes) {
+        const hn::Full128<int16_t> d16;
+        const hn::Half<hn::Full128<uint8_t>> dh;
+        return SubScalesT(
+            hn::PromoteTo(d16, kUpper ? hn::UpperHalf(dh, bytes) : hn::LowerHalf(dh, bytes)));
+    }
+    HWY_INLINE explicit SubScalesT(const int8_t* v)
+        : SubScalesT(hn::PromoteTo(hn::Full128<int16_t>(), hn::LoadU(hn::Full64<int8_t>(), v))) {}
+    // Value s in every lane; with kNextPerBlock, value s + b in 128-bit block b.
+    template <bool kNextPerBlock = false>
+    HWY_INLINE VS Get(int s) const {
+        const SD sd;
+        auto idx = hn::Set(sd, int16_t(s));
+        if constexpr (kNextPerBlock) idx = hn::Add(idx, hn::ShiftRight<3>(hn::Iota(sd, 0)));
+        // Bytes 2 idx and 2 idx + 1 of the block.
+        const auto ctrl = hn::Add(hn::Mul(idx, hn::Set(sd, 514)), hn::Set(sd, 256));
+        const hn::Repartition<uint8_t, SD> du8;
+        return hn::BitCast(sd,
+                           hn::TableLookupBytes(hn::BitCast(du8, table), hn::BitCast(du8, ctrl)));
+    }
+    // Int32 lane i of vector v (of 16 / Lanes(d32)) holds value (v Lanes(d32) + i) / 2.
+    HWY_INLINE VI Pairs(size_t v) const {
+        const D32 d32;
+        const hn::RebindToUnsigned<D32> du32;
+        const auto idx = hn::ShiftRight<1>(
+            hn::Add(hn::Iota(du32, 0), hn::Set(du32, uint32_t(v * hn::Lanes(d32)))));
+        // Bytes 2 idx, 2 idx + 1, then two zero bytes (index bit 7 set).
+        const auto ctrl = hn::Add(hn::Mul(idx, hn::Set(du32, 514u)), hn::Set(du32, 0x80800100u));
+        const hn::Repartition<uint8_t, SD> du8;
+        return hn::BitCast(
+            d32, hn::TableLookupBytesOr0(hn::BitCast(du8, table), hn::BitCast(du8, ctrl)));
+    }
+};
+
+template <class Dummy>
+struct SubScalesT<false, Dummy> {
+    int32_t value[8];
+
+    template <typename T>
+    HWY_INLINE explicit SubScalesT(const T* v) {
+        for (int i = 0; i < 8; ++i) value[i] = v[i];
+    }
+    template <bool kUpper>
+    static HWY_INLINE SubScalesT Half(hn::Vec<hn::Full128<uint8_t>> bytes) {
+        HWY_ALIGN uint8_t b[16];
+        hn::Store(bytes, hn::Full128<uint8_t>(), b);
+        return SubScalesT(b + (kUpper ? 8 : 0));
+    }
+    template <bool kNextPerBlock = false>
+    HWY_INLINE VI Get(int s) const {  // VS is VI on these targets
+        static_assert(!kNextPerBlock || hn::MaxLanes(D32()) <= 4, "one 128-bit block");
+        return hn::Set(D32(), value[s]);
+    }
+    HWY_INLINE VI Pairs(size_t v) const {
+        const D32 d32;
+        HWY_ALIGN int32_t p[hn::MaxLanes(D32())];
+        for (size_t i = 0; i < hn::Lanes(d32); ++i) p[i] = value[(v * hn::Lanes(d32) + i) / 2];
+        return hn::Load(d32, p);
+    }
+};
+using SubScales = SubScalesT<kScaleInPairs>;
+
+// Lanes whose sum is sum_i m[i / 2] bs[i] over the 16 sums of 16 activations of a
+// super-block (the mins term of Q4_K / Q5_K: m_j times sub-block j's 32 activations).
+HWY_INLINE VI MinSumLanes(const SubScales& m, const int32_t* bs) {
+    const D32 d32;
+    const size_t N = hn::Lanes(d32);
+    VI sum = hn::Mul(hn::LoadU(d32, bs), m.Pairs(0));
+    for (size_t v = 1; v < 16 / N; ++v)
+        sum = hn::Add(sum, hn::Mul(hn::LoadU(d32, bs + v * N), m.Pairs(v)));
+    return sum;
+}
+
+// The sums of the lanes of a and of b (exact integers), reduced together.
+template <class D32>
+HWY_INLINE void ReduceSum2(D32 d32, hn::Vec<D32> a, hn::Vec<D32> b, int32_t& sa, int32_t& sb) {
+    // Per 128-bit block: [a0 + a2, b0 + b2, a1 + a3, b1 + b3], then [a, b, a, b].
+    auto v = hn::Add(hn::InterleaveLower(d32, a, b), hn::InterleaveUpper(d32, a, b));
+    v = hn::Add(v, hn::Shuffle1032(v));
+    if constexpr (hn::MaxLanes(d32) == 8) {
+        const hn::Half<D32> dh;
+        const auto s = hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v));
+        sa = hn::GetLane(s);
+        sb = hn::ExtractLane(s, 1);
+    } else {
+        static_assert(hn::MaxLanes(d32) == 4, "one or two 128-bit blocks");
+        sa = hn::GetLane(v);
+        sb = hn::ExtractLane(v, 1);
+    }
+}
+
 // Prefetches the bytes of one block (whole cache lines).
 template <size_t kBytes>
 HWY_INLINE void PrefetchBlock(const uint8_t* p) {
@@ -232,11 +364,12 @@ HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, co
     for (int64_t k = 0; k < l.n_blocks; ++k) {
         const uint8_t* b = w + size_t(k) * kBytes;
         PrefetchBlock<kBytes>(pf + size_t(k) * kBytes);
-        int32_t sc[8], m[8];
-        UnpackScaleMin(b + 4, sc, m);
+        const auto scm = UnpackScaleMin16(b + 4);
+        const SubScales sc = SubScales::Half<false>(scm), mins = SubScales::Half<true>(scm);
         VI sumi[T];
         for (int t = 0; t < T; ++t) sumi[t] = hn::Zero(d32);
         for (int j = 0; j < 4; ++j) {
+            const VS s_lo = sc.Get(2 * j), s_hi = sc.Get(2 * j + 1);
             for (size_t i = 0; i < 32; i += N8) {
                 const auto raw = hn::LoadU(du8, b + kQs + 32 * j + i);
                 auto lo = hn::And(raw, hn::Set(du8, 15));
@@ -253,12 +386,10 @@ HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, co
                 }
                 for (int t = 0; t < T; ++t) {
                     const auto* x = reinterpret_cast<const int8_t*>(a.row[t]) + k * QK_K;
-                    const VI dlo = DotU8I8(d32, hn::BitCast(d8, lo), hn::LoadU(d8, x + 64 * j + i),
-                                           hn::Zero(d32));
-                    const VI dhi = DotU8I8(d32, hn::BitCast(d8, hi),
-                                           hn::LoadU(d8, x + 64 * j + 32 + i), hn::Zero(d32));
-                    sumi[t] = hn::Add(sumi[t], hn::Add(hn::Mul(dlo, hn::Set(d32, sc[2 * j])),
-                                                       hn::Mul(dhi, hn::Set(d32, sc[2 * j + 1]))));
+                    sumi[t] = ScaledDotU8I8(d32, hn::BitCast(d8, lo), hn::LoadU(d8, x + 64 * j + i),
+                                            s_lo, sumi[t]);
+                    sumi[t] = ScaledDotU8I8(d32, hn::BitCast(d8, hi),
+                                            hn::LoadU(d8, x + 64 * j + 32 + i), s_hi, sumi[t]);
                 }
             }
         }
@@ -267,11 +398,11 @@ HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, co
             const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
             const auto* bs =
                 reinterpret_cast<const int32_t*>(a.row[t] + l.sum_offset) + k * (QK_K / 16);
-            int32_t msum = 0;
-            for (int j = 0; j < 8; ++j) msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+            int32_t isum, msum;
+            ReduceSum2(d32, sumi[t], MinSumLanes(mins, bs), isum, msum);
             const DK1 d1;
             const VK1 dxv = hn::Set(d1, dx);
-            acc[t] = KQuantStep(d1, acc[t], hn::Set(d1, float(ReduceSum(d32, sumi[t]))), dxv, d);
+            acc[t] = KQuantStep(d1, acc[t], hn::Set(d1, float(isum)), dxv, d);
             acc[t] = KQuantMinStep(d1, acc[t], hn::Set(d1, float(msum)), dxv, dmin);
         }
     }
@@ -289,17 +420,11 @@ HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, con
     const DU8 du8;
     const D32 d32;
     const size_t N8 = hn::Lanes(d8);
+    const hn::Rebind<int8_t, D32> d8x32;  // one int8 per int32 lane
+    const size_t N32 = hn::Lanes(d32);
+    constexpr bool kWide = hn::MaxLanes(D8()) >= 32;  // a vector holds two sub-blocks
     VK1 total[T];
     for (int t = 0; t < T; ++t) total[t] = hn::Zero(DK1());
-    // Scales of the sub-blocks of elements i .. i + N8 of a 32-value group: one per 16.
-    auto scale_vec = [&](const int8_t* sc, size_t i) -> VI {
-        if constexpr (hn::MaxLanes(D8()) >= 32) {
-            const hn::Half<D32> dh;
-            return hn::Combine(d32, hn::Set(dh, int32_t(sc[1])), hn::Set(dh, int32_t(sc[0])));
-        } else {
-            return hn::Set(d32, int32_t(sc[i / 16]));
-        }
-    };
     for (int64_t k = 0; k < l.n_blocks; ++k) {
         const uint8_t* b = w + size_t(k) * kBytes;
         PrefetchBlock<kBytes>(pf + size_t(k) * kBytes);
@@ -309,7 +434,7 @@ HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, con
         for (int h = 0; h < 2; ++h) {
             const uint8_t* ql = b + 64 * h;
             const uint8_t* qh = b + 128 + 32 * h;
-            const int8_t* sch = sc + 8 * h;
+            const SubScales sch(sc + 8 * h);
             for (size_t i = 0; i < 32; i += N8) {
                 const auto c0 = hn::LoadU(du8, ql + i), c1 = hn::LoadU(du8, ql + 32 + i);
                 const auto q = hn::LoadU(du8, qh + i);
@@ -321,32 +446,40 @@ HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, con
                 const auto q2 = hn::Or(hn::ShiftRight<4>(c0), hn::And(q, hn::Set(du8, 48)));
                 const auto q3 =
                     hn::Or(hn::ShiftRight<4>(c1), hn::ShiftRight<2>(hn::And(q, hn::Set(du8, 192))));
-                const VI s0 = scale_vec(sch + 0, i), s1 = scale_vec(sch + 2, i);
-                const VI s2 = scale_vec(sch + 4, i), s3 = scale_vec(sch + 6, i);
+                // Sub-blocks 2p, 2p + 1 of the half (16 values each): both in a wide vector,
+                // the one of values i .. i + 15 otherwise.
+                VS s[4];
+                for (int p = 0; p < 4; ++p)
+                    s[p] = kWide ? sch.Get<kWide>(2 * p) : sch.Get(2 * p + int(i / 16));
                 for (int t = 0; t < T; ++t) {
                     const int8_t* xh =
                         reinterpret_cast<const int8_t*>(a.row[t]) + k * QK_K + 128 * h;
-                    const VI z = hn::Zero(d32);
-                    const VI d0 = DotU8I8(d32, hn::BitCast(d8, q0), hn::LoadU(d8, xh + i), z);
-                    const VI d1 = DotU8I8(d32, hn::BitCast(d8, q1), hn::LoadU(d8, xh + 32 + i), z);
-                    const VI d2 = DotU8I8(d32, hn::BitCast(d8, q2), hn::LoadU(d8, xh + 64 + i), z);
-                    const VI d3 = DotU8I8(d32, hn::BitCast(d8, q3), hn::LoadU(d8, xh + 96 + i), z);
-                    sumi[t] = hn::Add(sumi[t], hn::Add(hn::Add(hn::Mul(d0, s0), hn::Mul(d1, s1)),
-                                                       hn::Add(hn::Mul(d2, s2), hn::Mul(d3, s3))));
+                    sumi[t] = ScaledDotU8I8(d32, hn::BitCast(d8, q0), hn::LoadU(d8, xh + i), s[0],
+                                            sumi[t]);
+                    sumi[t] = ScaledDotU8I8(d32, hn::BitCast(d8, q1), hn::LoadU(d8, xh + 32 + i),
+                                            s[1], sumi[t]);
+                    sumi[t] = ScaledDotU8I8(d32, hn::BitCast(d8, q2), hn::LoadU(d8, xh + 64 + i),
+                                            s[2], sumi[t]);
+                    sumi[t] = ScaledDotU8I8(d32, hn::BitCast(d8, q3), hn::LoadU(d8, xh + 96 + i),
+                                            s[3], sumi[t]);
                 }
             }
         }
+        // The reference's levels are q - 32: subtract 32 sum_j sc_j bs_j, in the lanes.
+        VI scv[16 / hn::MaxLanes(D32()) > 0 ? 16 / hn::MaxLanes(D32()) : 1];
+        for (size_t v = 0; v < 16 / N32; ++v)
+            scv[v] = hn::PromoteTo(d32, hn::LoadU(d8x32, sc + v * N32));
         const float d = LoadF16(b + 208);
         for (int t = 0; t < T; ++t) {
             const auto* bs =
                 reinterpret_cast<const int32_t*>(a.row[t] + l.sum_offset) + k * (QK_K / 16);
-            int32_t corr = 0;
-            for (int j = 0; j < 16; ++j) corr += int32_t(sc[j]) * bs[j];
+            VI is = sumi[t];
+            for (size_t v = 0; v < 16 / N32; ++v)
+                is = hn::Sub(is, hn::ShiftLeft<5>(hn::Mul(scv[v], hn::LoadU(d32, bs + v * N32))));
             const float dx = reinterpret_cast<const float*>(a.row[t] + l.scale_offset)[k];
             const DK1 d1;
-            total[t] =
-                KQuantStep(d1, total[t], hn::Set(d1, float(ReduceSum(d32, sumi[t]) - 32 * corr)),
-                           hn::Set(d1, dx), d);
+            total[t] = KQuantStep(d1, total[t], hn::Set(d1, float(ReduceSum(d32, is))),
+                                  hn::Set(d1, dx), d);
         }
     }
     for (int t = 0; t < T; ++t) y[t * ldy] = hn::GetLane(total[t]);
