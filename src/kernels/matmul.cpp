@@ -143,6 +143,14 @@ int64_t GemvRowGroup() {
 #endif
 }
 
+bool InterleaveWidensQ5_0() {
+#if HWY_TARGET != HWY_SCALAR
+    return kI16BySlice;
+#else
+    return false;
+#endif
+}
+
 int64_t GemvInterleavedMaxTokens() {
 #if HWY_TARGET != HWY_SCALAR
     if constexpr (kI16BySlice) return std::numeric_limits<int64_t>::max();
@@ -327,6 +335,7 @@ HWY_EXPORT(MatmulTile);
 HWY_EXPORT(GemvScratch);
 HWY_EXPORT(GemvRowGroup);
 HWY_EXPORT(GemvInterleavedMaxTokens);
+HWY_EXPORT(InterleaveWidensQ5_0);
 HWY_EXPORT(GemmTokenLanes);
 HWY_EXPORT(GemmPackedBytes);
 HWY_EXPORT(GemmHasPairs);
@@ -355,6 +364,10 @@ int64_t gemv_row_group() {
 
 int64_t gemv_interleaved_max_tokens() {
     return HWY_DYNAMIC_DISPATCH(GemvInterleavedMaxTokens)();
+}
+
+bool interleave_widens_q5_0() {
+    return HWY_DYNAMIC_DISPATCH(InterleaveWidensQ5_0)();
 }
 
 // Interleaved weights are computed in whole groups of rows.

@@ -39,6 +39,12 @@ int64_t gemv_row_group();
 // Zen 3: 137-181 GFLOP/s against 121-143 for the packed matrix-matrix kernel).
 int64_t gemv_interleaved_max_tokens();
 
+// Whether Q5_0 matrices are widened to Interleaved16 Q8_0 at load (weight_layout.h): on the
+// targets that take interleaved groups one vector of rows at a time (AVX2, SSE4), whose
+// file-layout Q5_0 kernels are compute-bound (Zen 3, 2 threads: 12-14 GB/s against 31-47 for
+// interleaved Q8_0).
+bool interleave_widens_q5_0();
+
 // y[t, o] for t in [t0, t1), o in [o0, o1): y: [*, w.n_out], act: converted rows.
 // scratch: gemv_scratch_bytes(w, t1 - t0), 64-byte aligned. Interleaved weights take any
 // number of tokens (their kernel, gemv_interleaved-inl.h) and whole groups of 16 rows

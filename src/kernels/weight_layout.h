@@ -1,11 +1,11 @@
 // Weight layouts the kernels read besides the file's, and the conversions to and from them.
 //
-// Interleaved16 (Q8_0, Q4_0): the rows in groups of 16, and within a group each 32-value
-// block of the 16 rows stored together, its 16 scales first, then its quantised bytes in
-// 4-byte groups of all 16 rows. One 64-byte line then holds the same 4 bytes of 16 rows: with
-// rows in the lanes of a vector, a batch of decoded tokens takes one 8-bit dot product per 16
-// rows and 4 inputs per token (its 4 activation bytes broadcast), with no packing of the
-// activations, no horizontal sums, and each weight vector loaded once for every token of the
+// Interleaved16 (Q8_0, Q4_0; Q5_0 widened to Q8_0 where that is faster): the rows in groups of 16,
+// and within a group each 32-value block of the 16 rows stored together, its 16 scales first, then
+// its quantised bytes in 4-byte groups of all 16 rows. One 64-byte line then holds the same 4 bytes
+// of 16 rows: with rows in the lanes of a vector, a batch of decoded tokens takes one 8-bit dot
+// product per 16 rows and 4 inputs per token (its 4 activation bytes broadcast), with no packing of
+// the activations, no horizontal sums, and each weight vector loaded once for every token of the
 // batch (gemv_interleaved-inl.h). The file layout needs per-token packing and lane shuffles
 // for the same work (gemm-inl.h's pair kernels).
 //
@@ -48,12 +48,24 @@ constexpr size_t interleaved_values_at(DType type, int64_t n_blocks, int64_t k) 
     return 32 * size_t(n_blocks) + interleaved_value_bytes(type) * size_t(k);
 }
 
-// Whether w (in the file layout) can be interleaved: Q8_0 or Q4_0, rows packed back to back,
-// and n_out a multiple of 16.
-bool can_interleave(const Weight& w);
+// Whether w (in the file layout) can be interleaved: Q8_0 or Q4_0 (with widen_q5_0, Q5_0 too),
+// rows packed back to back, and n_out a multiple of 16.
+bool can_interleave(const Weight& w, bool widen_q5_0 = false);
 
-// Writes w's rows into dst (n_out * row_stride bytes, not overlapping w.data) in the
-// Interleaved16 layout and returns the view of them. Requires can_interleave(w).
+// The type of w's interleaved copy: Q5_0 is widened to Q8_0 (its levels q - 16 and its scale
+// as they are: the same values, the same integer sums, so every product has the same bits),
+// the others keep theirs. And the bytes of that copy.
+DType interleaved_type(DType type);
+size_t interleaved_bytes(const Weight& w);
+
+// Whether interleave_matrices widens Q5_0 matrices on this CPU (the kernels' target): where the
+// Interleaved16 Q8_0 kernels outrun the file-layout Q5_0 ones per Q5_0 byte although they read
+// 34 bytes a block instead of 22 (the 16-register targets, AVX2 and SSE4: kern::).
+bool widen_q5_0_here();
+
+// Writes w's rows into dst (interleaved_bytes(w), not overlapping w.data) in the Interleaved16
+// layout of interleaved_type(w.type) and returns the view of them. Requires
+// can_interleave(w, w.type == Q5_0).
 Weight interleave(const Weight& w, uint8_t* dst);
 
 // Row o of w (either layout) in the file's format: a pointer into w for Rows, else the row

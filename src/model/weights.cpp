@@ -112,19 +112,27 @@ ModelWeights load_weights(const GgufFile& f, HParams& hp) {
 }
 
 void interleave_matrices(const GgufFile& f, ModelWeights& w) {
+    // An embedding that is only gathered stays Q5_0: widening it would only cost memory.
+    const bool widen = ops::widen_q5_0_here();
+    const auto wanted = [&](const ops::Weight& m) {
+        return ops::can_interleave(m, widen && (&m != &w.tok_embd || w.tied_output));
+    };
     size_t total = 0;
     w.for_each_matrix([&](ops::Weight& m) {
-        if (ops::can_interleave(m)) total += size_t(m.n_out) * m.row_stride;
+        if (wanted(m)) total += ops::interleaved_bytes(m);
     });
     if (total == 0) return;
     w.interleaved_storage = LargeBuffer(total);
     uint8_t* next = w.interleaved_storage.data();
     w.interleaved_bytes = total;
     w.for_each_matrix([&](ops::Weight& m) {
-        if (!ops::can_interleave(m)) return;
+        if (!wanted(m)) return;
         const uint8_t* src = m.data;
+        const size_t file_bytes = size_t(m.n_out) * m.row_stride;
+        const size_t bytes = ops::interleaved_bytes(m);
         m = ops::interleave(m, next);
-        next += size_t(m.n_out) * m.row_stride;
+        next += bytes;
+        w.matrix_bytes += bytes - file_bytes;  // a widened matrix reads more per token
         for (const GgufTensor& t : f.tensors())
             if (t.data == src) f.release_tensor_pages(t);
     });

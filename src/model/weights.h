@@ -63,10 +63,12 @@ struct ModelWeights {
 ModelWeights load_weights(const GgufFile& f, HParams& hp);
 
 // Copies every matrix that can be interleaved (ops::can_interleave: Q8_0 or Q4_0 with whole
-// groups of 16 rows) into w.interleaved_storage in the Interleaved16 layout, points the views there
-// (a tied output follows its embedding) and releases the file's pages of those tensors from
-// the resident set, so the process holds each weight once. The bytes, and the values every
-// kernel computes from them, are the same; batched decode runs on the rows-in-lanes kernel.
+// groups of 16 rows; Q5_0 too, widened to Q8_0, where ops::widen_q5_0_here(), except an
+// embedding that is not also the output) into w.interleaved_storage in the Interleaved16
+// layout, points the views there (a tied output follows its embedding) and releases the file's
+// pages of those tensors from the resident set, so the process holds each weight once. The
+// values, and the bits every kernel computes from them, are the same; batched decode runs on
+// the rows-in-lanes kernel. matrix_bytes grows by what widening adds.
 void interleave_matrices(const GgufFile& f, ModelWeights& w);
 
 }  // namespace troupe

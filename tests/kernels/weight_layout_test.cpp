@@ -1,7 +1,8 @@
 // The Interleaved16 layout of Q8_0 and Q4_0 weights (kernels/weight_layout.h): it holds the file's
 // rows exactly, and every product over it gives the bits of the same product over the file layout
 // (one canonical order of the float steps), for any number of tokens, on every target, with
-// or without threads, alone or fused with other matrices, and through the region forms.
+// or without threads, alone or fused with other matrices, and through the region forms. Q5_0
+// weights widened to Q8_0 in it give the bits of the Q5_0 file layout.
 #include "kernels/weight_layout.h"
 
 #include <gtest/gtest.h>
@@ -131,6 +132,48 @@ TEST(WeightLayout, ProductsHaveTheBitsOfTheFileLayout) {
                         }
                 });
             }
+}
+
+// Q5_0 widened to Interleaved16 Q8_0 (where interleave_matrices does it: AVX2, SSE4): the same
+// values for the embedding lookup and the bits of the file layout's Q5_0 kernels for every
+// product, on every target.
+TEST(WeightLayout, WidenedQ5_0HasTheBitsOfTheFileLayout) {
+    ThreadPool pool(2);
+    for (int64_t n_in : {32, 288, 576})
+        for (int64_t n_out : {16, 48}) {
+            const size_t rb = row_bytes(DType::Q5_0, n_in);
+            std::vector<uint8_t> bytes(rb * size_t(n_out));
+            const auto f = random_floats(size_t(n_in * n_out), uint32_t(n_in + n_out), -1.0f, 1.0f);
+            for (int64_t o = 0; o < n_out; ++o)
+                quantize_row(DType::Q5_0, f.data() + o * n_in, bytes.data() + size_t(o) * rb, n_in);
+            const ops::Weight file{DType::Q5_0, n_in, n_out, bytes.data(), rb};
+            EXPECT_FALSE(ops::can_interleave(file));
+            ASSERT_TRUE(ops::can_interleave(file, true));
+            EXPECT_EQ(ops::interleaved_bytes(file), row_bytes(DType::Q8_0, n_in) * size_t(n_out));
+            std::vector<uint8_t> dst(ops::interleaved_bytes(file));
+            const ops::Weight wide = ops::interleave(file, dst.data());
+            EXPECT_EQ(wide.type, DType::Q8_0);
+            EXPECT_EQ(wide.layout, ops::WeightLayout::Interleaved16);
+            const std::vector<int32_t> ids = {0, int32_t(n_out - 1), 16 % int32_t(n_out), 7};
+            std::vector<float> a(ids.size() * size_t(n_in)), b(a.size());
+            ops::get_rows(file, ids.data(), int64_t(ids.size()), a.data());
+            ops::get_rows(wide, ids.data(), int64_t(ids.size()), b.data());
+            EXPECT_EQ(a, b) << "n_in " << n_in;
+            const int64_t max_tokens = 40;
+            const auto x = random_floats(size_t(n_in * max_tokens), uint32_t(n_out), -2.0f, 2.0f);
+            for_each_target([&] {
+                for (int64_t n_tokens : {1, 2, 3, 5, 8, 9, 17, 40})
+                    for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+                        std::vector<float> want(size_t(n_out * n_tokens)), got(want.size());
+                        ops::matmul(file, x.data(), want.data(), n_tokens, tp);
+                        ops::matmul(wide, x.data(), got.data(), n_tokens, tp);
+                        expect_same_bits(got, want, n_out,
+                                         "Q5_0 n_in " + std::to_string(n_in) + " n_out " +
+                                             std::to_string(n_out) + " tokens " +
+                                             std::to_string(n_tokens));
+                    }
+            });
+        }
 }
 
 // The AMX kernel, where the CPU has it: every token count it takes (1 to 8 a pass) and odd block
