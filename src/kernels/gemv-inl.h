@@ -348,6 +348,16 @@ HWY_INLINE hn::Vec<D> KQuantMinStep(D, hn::Vec<D> acc, hn::Vec<D> m, hn::Vec<D> 
 using DK1 = hn::CappedTag<float, 1>;
 using VK1 = hn::Vec<DK1>;
 
+// 16 in the bytes of q whose bit `bit` is set (Q5_K's fifth bits), else 0: one 16-bit shift
+// by at most 4 (which brings no bit of the neighbouring byte to bit 4) and a mask.
+HWY_INLINE hn::Vec<DU8> BitAs16(hn::Vec<DU8> q, int bit) {
+    const DU8 du8;
+    const hn::Repartition<uint16_t, DU8> du16;
+    const auto q16 = hn::BitCast(du16, q);
+    const auto v = bit <= 4 ? hn::ShiftLeftSame(q16, 4 - bit) : hn::ShiftRightSame(q16, bit - 4);
+    return hn::And(hn::BitCast(du8, v), hn::Set(du8, 16));
+}
+
 // One Q4_K (kHasHigh false) or Q5_K row times T tokens: per super-block,
 // d d_x sum_j sc_j isum_j - dmin d_x sum_j m_j (bsum_2j + bsum_2j+1), in KQuantStep's order.
 template <bool kHasHigh, int T>
@@ -376,13 +386,8 @@ HWY_INLINE void GemvRowQ45K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, co
                 auto hi = hn::ShiftRight<4>(raw);
                 if constexpr (kHasHigh) {
                     const auto qh = hn::LoadU(du8, b + 16 + i);
-                    const auto sixteen = hn::Set(du8, 16);
-                    lo = hn::Or(
-                        lo, hn::IfThenElseZero(hn::TestBit(qh, hn::Set(du8, uint8_t(1 << (2 * j)))),
-                                               sixteen));
-                    hi = hn::Or(
-                        hi, hn::IfThenElseZero(hn::TestBit(qh, hn::Set(du8, uint8_t(2 << (2 * j)))),
-                                               sixteen));
+                    lo = hn::Or(lo, BitAs16(qh, 2 * j));
+                    hi = hn::Or(hi, BitAs16(qh, 2 * j + 1));
                 }
                 for (int t = 0; t < T; ++t) {
                     const auto* x = reinterpret_cast<const int8_t*>(a.row[t]) + k * QK_K;
