@@ -66,7 +66,9 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 }
 
 // A weight type as the benchmark measures it: the file's layout, or Q8_0 / Q4_0 interleaved
-// (kernels/weight_layout.h, named "q8_0i" / "q4_0i" here) as Model::load makes them.
+// (kernels/weight_layout.h, named "q8_0i" / "q4_0i" here) as Model::load makes them; "q5_0i":
+// Q5_0 widened to interleaved Q8_0, as Model::load makes it where ops::widen_q5_0_here() (its
+// GB/s count the widened bytes read; compare the time, "us", with q5_0's).
 struct BenchType {
     DType type;
     bool interleaved;
@@ -81,7 +83,10 @@ class WeightCopies {
     WeightCopies(const BenchType& bt, int64_t n_in, int64_t n_out, size_t working_set) {
         const DType type = bt.type;
         const size_t rb = row_bytes(type, n_in);
-        bytes_ = rb * size_t(n_out);
+        const size_t file_bytes = rb * size_t(n_out);
+        bytes_ = bt.interleaved
+                     ? ops::interleaved_bytes(ops::Weight{type, n_in, n_out, nullptr, rb})
+                     : file_bytes;
         const auto f = random_floats(size_t(n_in), 7);
         n_copies_ = std::max<size_t>(2, working_set / bytes_ + 1);
         // In huge pages where the OS has them, as the engine's interleaved weights
@@ -90,7 +95,7 @@ class WeightCopies {
         // streamed products (src/kernels/README.md, "The next session").
         data_ = LargeBuffer(bytes_ * n_copies_);
         // Rows differ (a rotating input) so that no two rows are the same bytes.
-        std::vector<uint8_t> file(bytes_);
+        std::vector<uint8_t> file(file_bytes);
         std::vector<float> rot(f.size());
         for (int64_t o = 0; o < n_out; ++o) {
             for (size_t i = 0; i < f.size(); ++i) rot[i] = f[(i + size_t(o)) % f.size()];
@@ -133,7 +138,7 @@ constexpr Shape kShapes[] = {{"576x576", 576, 576},
                              {"32000x576", 32000, 576}};
 
 const char* kDefaultTypes[] = {"q8_0", "q8_0i", "q4_0", "q4_0i", "q4_k", "q6_k", "f16",
-                               "bf16", "f32",   "q5_0", "q4_1",  "q5_1", "q5_k"};
+                               "bf16", "f32",   "q5_0", "q5_0i", "q4_1", "q5_1", "q5_k"};
 
 bool fits(const BenchType& t, int64_t n_in, int64_t n_out) {
     return n_in % traits(t.type).block_size == 0 &&
@@ -419,9 +424,11 @@ void run_kernel_bench(const KernelBenchOptions& o) {
          o.types.empty()
              ? std::vector<std::string>(std::begin(kDefaultTypes), std::end(kDefaultTypes))
              : o.types) {
-        const bool interleaved = name == "q8_0i" || name == "q4_0i";
+        const bool interleaved = name == "q8_0i" || name == "q4_0i" || name == "q5_0i";
         const auto t = type_from_name(interleaved ? name.substr(0, name.size() - 1) : name);
-        if (!t) throw Error("unknown weight type: " + name + " (q8_0i, q4_0i: interleaved)");
+        if (!t)
+            throw Error("unknown weight type: " + name +
+                        " (q8_0i, q4_0i: interleaved; q5_0i: widened to interleaved Q8_0)");
         act_type(*t);  // throws for types without compute
         types.push_back({*t, interleaved, name});
     }
