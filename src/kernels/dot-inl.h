@@ -92,7 +92,8 @@ HWY_INLINE hn::Vec<D32> DotU8I8(D32 d32, V8 a, V8 b, hn::Vec<D32> acc) {
 // sub-block scales). On x86 the scale rides in the vpmaddwd that widens the 16-bit pair
 // sums (by s instead of by ones): the scale is a 16-bit lane (ScaleTag). Elsewhere DotU8I8's
 // int32 sums are multiplied (the scale a 32-bit lane). Both are the exact integers.
-#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2 || \
+    HWY_TARGET == HWY_SSE4
 constexpr bool kScaleInPairs = true;
 template <class D32>
 using ScaleTag = hn::Repartition<int16_t, D32>;
@@ -100,27 +101,19 @@ using ScaleTag = hn::Repartition<int16_t, D32>;
 template <class D32, class V8>
 HWY_INLINE hn::Vec<D32> ScaledDotU8I8(D32 /*d32*/, V8 a, V8 b, hn::Vec<ScaleTag<D32>> s,
                                       hn::Vec<D32> acc) {
+#if HWY_TARGET != HWY_SSE4  // SSE4 has no 256- or 512-bit types
     if constexpr (sizeof(a.raw) == 64) {
         const __m512i p16 = _mm512_maddubs_epi16(a.raw, b.raw);
         return hn::Vec<D32>{_mm512_add_epi32(acc.raw, _mm512_madd_epi16(p16, s.raw))};
     } else if constexpr (sizeof(a.raw) == 32) {
         const __m256i p16 = _mm256_maddubs_epi16(a.raw, b.raw);
         return hn::Vec<D32>{_mm256_add_epi32(acc.raw, _mm256_madd_epi16(p16, s.raw))};
-    } else {
+    } else
+#endif
+    {
         const __m128i p16 = _mm_maddubs_epi16(a.raw, b.raw);
         return hn::Vec<D32>{_mm_add_epi32(acc.raw, _mm_madd_epi16(p16, s.raw))};
     }
-}
-#elif HWY_TARGET == HWY_SSE4
-constexpr bool kScaleInPairs = true;
-template <class D32>
-using ScaleTag = hn::Repartition<int16_t, D32>;
-
-template <class D32, class V8>
-HWY_INLINE hn::Vec<D32> ScaledDotU8I8(D32 /*d32*/, V8 a, V8 b, hn::Vec<ScaleTag<D32>> s,
-                                      hn::Vec<D32> acc) {
-    const __m128i p16 = _mm_maddubs_epi16(a.raw, b.raw);
-    return hn::Vec<D32>{_mm_add_epi32(acc.raw, _mm_madd_epi16(p16, s.raw))};
 }
 #else
 constexpr bool kScaleInPairs = false;

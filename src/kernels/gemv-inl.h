@@ -207,7 +207,7 @@ struct SubScalesT;
 
 template <class Dummy>
 struct SubScalesT<true, Dummy> {
-    hn::Vec<hn::Repartition<int16_t, D8>> table;
+    VS table;
 
     HWY_INLINE explicit SubScalesT(hn::Vec<hn::Full128<int16_t>> v)
         : table(InEveryBlock(SD(), v)) {}
@@ -471,7 +471,7 @@ HWY_INLINE void GemvRowQ6K(const uint8_t* HWY_RESTRICT w, const uint8_t* pf, con
             }
         }
         // The reference's levels are q - 32: subtract 32 sum_j sc_j bs_j, in the lanes.
-        VI scv[16 / hn::MaxLanes(D32()) > 0 ? 16 / hn::MaxLanes(D32()) : 1];
+        VI scv[16 / hn::MaxLanes(D32())];
         for (size_t v = 0; v < 16 / N32; ++v)
             scv[v] = hn::PromoteTo(d32, hn::LoadU(d8x32, sc + v * N32));
         const float d = LoadF16(b + 208);
