@@ -49,10 +49,10 @@ bool detect() {
 }
 #endif
 
-// Opt-in (TROUPE_AMX=1): see amx.h for why it is not the default.
-bool env_asks() {
+// TROUPE_AMX=0 turns the kernel off (amx.h).
+bool env_allows() {
     const char* v = std::getenv("TROUPE_AMX");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 }  // namespace
@@ -65,7 +65,7 @@ bool supported() {
 bool usable() {
     const int o = g_override.load(std::memory_order_relaxed);
     if (o >= 0) return o == 1 && supported();
-    static const bool env = env_asks();
+    static const bool env = env_allows();
     return env && supported();
 }
 
@@ -119,8 +119,8 @@ TileConfig config_for(int T) {
 // of block 2p then 32 zeros; h = 1: 32 zeros then its values of block 2p + 1 (zeros when past
 // the last block). One tile dot product then gives row 2t block 2p's sums and row 2t + 1
 // block 2p + 1's, each exact.
-TROUPE_AMX_TARGET void pack(const uint8_t* act, size_t row_bytes, int T, int64_t n,
-                            uint8_t* packed) {
+TROUPE_AMX_TARGET void pack_rows(const uint8_t* act, size_t row_bytes, int T, int64_t n,
+                                 uint8_t* packed) {
     const __m256i z = _mm256_setzero_si256();
     for (int64_t p = 0; p < (n + 1) / 2; ++p)
         for (int t = 0; t < T; ++t) {
@@ -144,6 +144,7 @@ TROUPE_AMX_TARGET inline void scale_block(const int32_t (*sums)[16], int h, cons
                                           __m512* acc) {
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
         float dx;
         std::memcpy(&dx, act + size_t(t) * row_bytes + at_d, 4);
@@ -194,7 +195,7 @@ static_assert(kLag < kRing);
             }                                                                             \
             if (++p_e == P) {                                                             \
                 float* yg = y + g_e * ops::kInterleaveRows;                               \
-                for (int t = 0; t < T; ++t) {                                             \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {                     \
                     _mm512_storeu_ps(yg + t * ldy, acc[t]);                               \
                     acc[t] = _mm512_setzero_ps();                                         \
                 }                                                                         \
@@ -214,6 +215,7 @@ TROUPE_AMX_TARGET void groups_t(const uint8_t* w_data, size_t group_bytes, int64
     const uint8_t* pf = pf_io;
     int64_t g_i = 0, p_i = 0, g_e = 0, p_e = 0;  // groups relative to g0
     __m512 acc[T];
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t s = 0; s <= S + kLag; ++s) {  // two steps: the tiles' numbers are literals
         TROUPE_AMX_STEP(0, 2, 4, 1);
@@ -238,19 +240,23 @@ size_t scratch_bytes(int64_t n_blocks) {
     return size_t((n_blocks + 1) / 2) * size_t(2 * kMaxTokens) * 64;
 }
 
+void pack(const uint8_t* act, const ops::ActLayout& l, int T, uint8_t* scratch) {
+    TROUPE_CHECK(T >= 1 && T <= kMaxTokens && l.type == DType::Q8_0 && l.n_blocks >= 1);
+    pack_rows(act, l.row_bytes, T, l.n_blocks, scratch);
+}
+
 void gemv_q8_0_groups(const uint8_t* w_data, size_t group_bytes, int64_t g0, int64_t g1,
                       const uint8_t* act, const ops::ActLayout& l, int T, float* y, int64_t ldy,
-                      uint8_t* scratch, const uint8_t*& pf, const uint8_t* pf_end) {
+                      const uint8_t* packed, const uint8_t*& pf, const uint8_t* pf_end) {
     TROUPE_CHECK(T >= 1 && T <= kMaxTokens && l.type == DType::Q8_0 && l.n_blocks >= 1 &&
                  group_bytes == size_t(l.n_blocks) * ops::interleaved_block_bytes(DType::Q8_0));
     if (g0 >= g1) return;
-    pack(act, l.row_bytes, T, l.n_blocks, scratch);
     const TileConfig c = config_for(T);
     load_config(c);  // per call: the tile configuration is per thread
     switch (T) {
 #define TROUPE_AMX_CASE(n)                                                                  \
     case n:                                                                                 \
-        groups_t<n>(w_data, group_bytes, g0, g1, act, l, y, ldy, scratch, pf, pf_end);      \
+        groups_t<n>(w_data, group_bytes, g0, g1, act, l, y, ldy, packed, pf, pf_end);       \
         break;
         TROUPE_AMX_CASE(1)
         TROUPE_AMX_CASE(2)
@@ -273,9 +279,13 @@ size_t scratch_bytes(int64_t) {
     return 0;
 }
 
+void pack(const uint8_t*, const ops::ActLayout&, int, uint8_t*) {
+    TROUPE_CHECK(false);  // usable() is false here
+}
+
 void gemv_q8_0_groups(const uint8_t*, size_t, int64_t, int64_t, const uint8_t*,
-                      const ops::ActLayout&, int, float*, int64_t, uint8_t*, const uint8_t*&,
-                      const uint8_t*) {
+                      const ops::ActLayout&, int, float*, int64_t, const uint8_t*,
+                      const uint8_t*&, const uint8_t*) {
     TROUPE_CHECK(false);  // usable() is false here
 }
 

@@ -9,12 +9,15 @@
 // signed by signed: no +128 offset, no broadcasts) takes a pair of blocks (64 inputs) of 16
 // rows for up to 8 tokens.
 //
-// Off by default, on with TROUPE_AMX=1: on the one AMX host measured (a 2-vCPU KVM guest,
-// shared) the tile unit ran at a third to a half of its documented rate; alone, the kernel
-// took 58 ns a pair of blocks of a resident 1536 x 576 matrix at 8 tokens (one thread), but
-// through ops::matmul that matrix took 81-98 us against 86-94 for the vector kernel, and three
-// sets of alternating `bench model` runs gave 8-sequence medians of 392 / 439, 568 / 518 and
-// 496 / 519 tok/s (on / off): no gain. src/kernels/README.md has the figures.
+// On by default where the CPU and OS allow it; TROUPE_AMX=0 turns it off. It was opt-in until
+// 2026-12-07: on that host in earlier sessions the tile unit ran at a third to a half of its
+// documented rate and the kernel was no faster than the vector one. On the same host type
+// later, with TDPBSSD at its documented rate (5.1 ns), the scaling's accumulators kept in
+// registers and each call's activations packed once per thread instead of per task: a resident
+// 1536 x 576 matrix at 8 tokens, one thread, 28 us against 39 for the vector kernel; 2 threads
+// 18.4-19.0 against 22.3-24.3, streamed 25.5-28.1 against 28.2-29.8; `bench model`'s 8
+// sequences, five alternating pairs, 1,005-1,064 tok/s against 932-1,038 (medians 1,049 / 963).
+// src/kernels/README.md has the figures.
 //
 // The operands: an Interleaved16 group keeps its blocks' values back to back (scales first,
 // kernels/weight_layout.h), so blocks 2p and 2p + 1 are one 16 x 64-byte B tile (row j: the
@@ -35,9 +38,9 @@ namespace troupe::kernels::amx {
 
 // Whether this process runs the AMX kernel: the CPU has AMX-TILE and AMX-INT8, the OS keeps
 // tile state (XCR0 bits 17 and 18), Linux granted it to the process (arch_prctl
-// ARCH_REQ_XCOMP_PERM, asked once, on the first call), and either the environment variable
-// TROUPE_AMX is "1" or a ScopedAmx(true) is alive (a ScopedAmx(false) turns it off).
-// Thread-safe.
+// ARCH_REQ_XCOMP_PERM, asked once, on the first call), and neither the environment variable
+// TROUPE_AMX is "0" nor a ScopedAmx(false) is alive (a ScopedAmx(true) turns it on whatever the
+// environment says). Thread-safe.
 bool usable();
 
 // Whether the CPU and OS allow it, whatever TROUPE_AMX and ScopedAmx say.
@@ -63,14 +66,20 @@ constexpr int kMaxTokens = 8;
 // aligned): the activations packed as the tiles' A operand.
 size_t scratch_bytes(int64_t n_blocks);
 
+// The tiles' A operands of T tokens, 1 <= T <= kMaxTokens, whose converted rows (l.type Q8_0)
+// are at act + t * l.row_bytes, into scratch (scratch_bytes(l.n_blocks)): once per call of a
+// matrix product, for all of its tasks on a thread (packing per task cost a 576 x 1536
+// product, 3 row groups a task, about as much as its tile products).
+void pack(const uint8_t* act, const ops::ActLayout& l, int T, uint8_t* scratch);
+
 // Row groups [g0, g1) of an Interleaved16 Q8_0 weight (group g at w_data + g * group_bytes,
-// l.n_blocks blocks a row) times T tokens, 1 <= T <= kMaxTokens, whose converted rows (l.type
-// Q8_0) are at act + t * l.row_bytes: y[t * ldy + 16 (g - g0) + r] for row r of group g.
+// l.n_blocks blocks a row) times the T tokens packed in `packed` (pack; their converted rows at
+// act + t * l.row_bytes give the scales): y[t * ldy + 16 (g - g0) + r] for row r of group g.
 // Prefetches the weight lines from pf on, up to kStreamPrefetchBytes past the blocks read and
 // never at or past pf_end, into L2 (prefetch_stream), and leaves pf where it stopped, as the
 // vector kernel does. Call only when usable().
 void gemv_q8_0_groups(const uint8_t* w_data, size_t group_bytes, int64_t g0, int64_t g1,
                       const uint8_t* act, const ops::ActLayout& l, int T, float* y, int64_t ldy,
-                      uint8_t* scratch, const uint8_t*& pf, const uint8_t* pf_end);
+                      const uint8_t* packed, const uint8_t*& pf, const uint8_t* pf_end);
 
 }  // namespace troupe::kernels::amx

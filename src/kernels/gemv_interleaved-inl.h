@@ -298,21 +298,29 @@ HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
     if (stream.end < end) stream.end = end;
     if (stream.next < begin || stream.next > stream.end) stream.next = begin;
 #if HWY_TARGET == HWY_AVX3_DL
-    // Q8_0 batches on CPUs with AMX: tile dot products, 8 tokens a pass (amx.h).
+    // Q8_0 batches on CPUs with AMX: tile dot products, 8 tokens a pass (amx.h), the
+    // activations packed once per thread and call (stream.amx_packed says what scratch holds).
     if (w.type == DType::Q8_0 && t1 - t0 >= kAmxMinTokens && kernels::amx::usable()) {
         for (int64_t t = t0; t < t1; t += kernels::amx::kMaxTokens) {
             const int n = int(std::min<int64_t>(t1 - t, kernels::amx::kMaxTokens));
+            const uint8_t* rows = act + size_t(t) * l.row_bytes;
+            if (stream.amx_packed != rows || stream.amx_packed_tokens != n) {
+                kernels::amx::pack(rows, l, n, scratch);
+                stream.amx_packed = rows;
+                stream.amx_packed_tokens = n;
+            }
             const uint8_t* pf_end = t == t0 ? stream.end : stream.next;
             kernels::amx::gemv_q8_0_groups(w.data, group_bytes, o0 / ops::kInterleaveRows,
-                                           o1 / ops::kInterleaveRows, act + size_t(t) * l.row_bytes,
-                                           l, n, y + t * w.n_out + o0, w.n_out, scratch,
-                                           stream.next, pf_end);
+                                           o1 / ops::kInterleaveRows, rows, l, n,
+                                           y + t * w.n_out + o0, w.n_out, scratch, stream.next,
+                                           pf_end);
         }
         return;
     }
 #else
     (void)scratch;
 #endif
+    stream.amx_packed = nullptr;  // the tag holds only from one AMX pass to the next
     // kI16BySlice targets take batches slice by slice (one token is bound by the weight
     // stream, and GemvI16Pass reads each line once).
     const bool by_slice = kI16BySlice && t1 - t0 > 1;

@@ -70,6 +70,7 @@ HWY_INLINE void GemvAnyType(const ops::Weight& wt, int64_t o0, int64_t o1,
                             int64_t t1, const ops::ActLayout& l, float* y, uint8_t* scratch) {
     if (wt.layout == ops::WeightLayout::Interleaved16)  // all the tokens in one pass
         return GemvInterleaved(wt, o0, o1, stream, act, l, t0, t1, y, scratch);
+    stream.amx_packed = nullptr;  // the kernels below may write the scratch
     for (int64_t tb = t0; tb < t1; tb += kMaxGemvTokens) {
         const int n = int(t1 - tb < kMaxGemvTokens ? t1 - tb : kMaxGemvTokens);
         GemvActs a;

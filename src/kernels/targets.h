@@ -20,7 +20,7 @@ std::vector<SimdTarget> available_targets();
 SimdTarget active_target();
 
 // Whether the batched Q8_0 products of interleaved weights run on Intel AMX tiles
-// (kernels/amx.h: Sapphire Rapids and later, the AVX3_DL target active, TROUPE_AMX=1).
+// (kernels/amx.h: Sapphire Rapids and later, the AVX3_DL target active, TROUPE_AMX not "0").
 bool amx_in_use();
 
 // The active target's name, with " + AMX" when amx_in_use(): what benchmarks report.

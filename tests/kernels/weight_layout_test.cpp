@@ -202,6 +202,34 @@ TEST(WeightLayout, AmxKernelHasTheBitsOfTheVectorKernel) {
         }
 }
 
+// The AMX kernel packs a call's activations once per thread and reuses them for its later
+// tasks; a call that mixes in a weight of another kernel (which writes the same scratch) must
+// make it pack again: Q8_0 interleaved, Q4_0 in the file layout, Q8_0 interleaved in one call,
+// each with the bits of its product alone.
+TEST(WeightLayout, AmxPacksAgainAfterAnotherKernelUsedTheScratch) {
+    if (!kernels::amx::supported()) GTEST_SKIP() << "no AMX on this CPU (or not granted by the OS)";
+    ThreadPool pool(2);
+    const int64_t n_in = 576, n_out = 192;
+    const Pair a = make_pair(DType::Q8_0, n_in, n_out, 11), c = make_pair(DType::Q8_0, n_in, n_out, 13);
+    const Pair b = make_pair(DType::Q4_0, n_in, n_out, 12);
+    const ops::Weight ws[3] = {a.interleaved, b.file, c.interleaved};
+    kernels::amx::ScopedAmx on(true);
+    for (int64_t n_tokens : {2, 8, 12})
+        for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            const auto x = random_floats(size_t(n_in * n_tokens), uint32_t(n_tokens), -2.0f, 2.0f);
+            std::vector<std::vector<float>> got(3, std::vector<float>(size_t(n_out * n_tokens)));
+            float* ys[3] = {got[0].data(), got[1].data(), got[2].data()};
+            ops::matmul_many(ws, 3, x.data(), ys, n_tokens, tp);
+            for (int m = 0; m < 3; ++m) {
+                std::vector<float> want(got[size_t(m)].size());
+                ops::matmul(ws[m], x.data(), want.data(), n_tokens, tp);
+                expect_same_bits(got[size_t(m)], want, n_out,
+                                 "matrix " + std::to_string(m) + " tokens " +
+                                     std::to_string(n_tokens));
+            }
+        }
+}
+
 TEST(WeightLayout, MatchesTheReference) {
     for (DType type : kTypes)
         for (int64_t n_tokens : {1, 8, 20}) {
