@@ -284,8 +284,8 @@ void pack(const uint8_t*, const ops::ActLayout&, int, uint8_t*) {
 }
 
 void gemv_q8_0_groups(const uint8_t*, size_t, int64_t, int64_t, const uint8_t*,
-                      const ops::ActLayout&, int, float*, int64_t, const uint8_t*,
-                      const uint8_t*&, const uint8_t*) {
+                      const ops::ActLayout&, int, float*, int64_t, const uint8_t*, const uint8_t*&,
+                      const uint8_t*) {
     TROUPE_CHECK(false);  // usable() is false here
 }
 

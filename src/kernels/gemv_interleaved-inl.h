@@ -299,22 +299,25 @@ HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
     if (stream.next < begin || stream.next > stream.end) stream.next = begin;
 #if HWY_TARGET == HWY_AVX3_DL
     // Q8_0 batches on CPUs with AMX: tile dot products, 8 tokens a pass (amx.h), the
-    // activations packed once per thread and call (stream.amx_packed says what scratch holds).
+    // activations packed once per thread and call, a scratch region per pass
+    // (stream.amx_packed says what the scratch holds).
     if (w.type == DType::Q8_0 && t1 - t0 >= kAmxMinTokens && kernels::amx::usable()) {
+        const size_t pass_bytes = kernels::amx::scratch_bytes(l.n_blocks);
+        const uint8_t* first = act + size_t(t0) * l.row_bytes;
+        const bool packed = stream.amx_packed == first && stream.amx_packed_tokens == t1 - t0;
         for (int64_t t = t0; t < t1; t += kernels::amx::kMaxTokens) {
             const int n = int(std::min<int64_t>(t1 - t, kernels::amx::kMaxTokens));
             const uint8_t* rows = act + size_t(t) * l.row_bytes;
-            if (stream.amx_packed != rows || stream.amx_packed_tokens != n) {
-                kernels::amx::pack(rows, l, n, scratch);
-                stream.amx_packed = rows;
-                stream.amx_packed_tokens = n;
-            }
+            uint8_t* pass_scratch =
+                scratch + size_t((t - t0) / kernels::amx::kMaxTokens) * pass_bytes;
+            if (!packed) kernels::amx::pack(rows, l, n, pass_scratch);
             const uint8_t* pf_end = t == t0 ? stream.end : stream.next;
-            kernels::amx::gemv_q8_0_groups(w.data, group_bytes, o0 / ops::kInterleaveRows,
-                                           o1 / ops::kInterleaveRows, rows, l, n,
-                                           y + t * w.n_out + o0, w.n_out, scratch, stream.next,
-                                           pf_end);
+            kernels::amx::gemv_q8_0_groups(
+                w.data, group_bytes, o0 / ops::kInterleaveRows, o1 / ops::kInterleaveRows, rows, l,
+                n, y + t * w.n_out + o0, w.n_out, pass_scratch, stream.next, pf_end);
         }
+        stream.amx_packed = first;
+        stream.amx_packed_tokens = int(t1 - t0);
         return;
     }
 #else

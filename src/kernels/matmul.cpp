@@ -126,8 +126,13 @@ size_t GemvScratch(const ops::Weight& w, int64_t n_tokens) {
 #if HWY_TARGET != HWY_SCALAR
     const int t = int(n_tokens < kMaxGemvTokens ? n_tokens : kMaxGemvTokens);
 #if HWY_TARGET == HWY_AVX3_DL
-    if (w.layout == ops::WeightLayout::Interleaved16 && w.type == DType::Q8_0)
-        return std::max(Gemv32ScratchBytes(w.n_in / 32, t), kernels::amx::scratch_bytes(w.n_in / 32));
+    if (w.layout == ops::WeightLayout::Interleaved16 && w.type == DType::Q8_0) {
+        // The AMX kernel's packed activations, a region per pass of kMaxTokens tokens.
+        const int64_t passes = (n_tokens + kernels::amx::kMaxTokens - 1) / kernels::amx::kMaxTokens;
+        return std::max(
+            Gemv32ScratchBytes(w.n_in / 32, t),
+            size_t(std::max<int64_t>(passes, 1)) * kernels::amx::scratch_bytes(w.n_in / 32));
+    }
 #endif
     return Gemv32ScratchBytes(w.n_in / 32, t);
 #else

@@ -23,8 +23,9 @@ constexpr int64_t kGemvMaxTokens = 3;
 // Where a thread's weight prefetching stands: the kernels prefetch from `next` on (a fixed
 // distance ahead of the rows they read), never at or past `end`. A thread that computes
 // consecutive rows keeps one cursor, so prefetching runs on across its row ranges.
-// amx_packed: the activation rows whose AMX operands (kernels/amx.h) the thread's tile scratch
-// holds, packed by an earlier task of the same call (the same rows, as many tokens), or null.
+// amx_packed: the first activation row of the amx_packed_tokens tokens whose AMX operands
+// (kernels/amx.h) the thread's tile scratch holds, packed by an earlier task of the same call,
+// or null.
 struct WeightStream {
     const uint8_t* next = nullptr;
     const uint8_t* end = nullptr;

@@ -210,7 +210,8 @@ TEST(WeightLayout, AmxPacksAgainAfterAnotherKernelUsedTheScratch) {
     if (!kernels::amx::supported()) GTEST_SKIP() << "no AMX on this CPU (or not granted by the OS)";
     ThreadPool pool(2);
     const int64_t n_in = 576, n_out = 192;
-    const Pair a = make_pair(DType::Q8_0, n_in, n_out, 11), c = make_pair(DType::Q8_0, n_in, n_out, 13);
+    const Pair a = make_pair(DType::Q8_0, n_in, n_out, 11),
+               c = make_pair(DType::Q8_0, n_in, n_out, 13);
     const Pair b = make_pair(DType::Q4_0, n_in, n_out, 12);
     const ops::Weight ws[3] = {a.interleaved, b.file, c.interleaved};
     kernels::amx::ScopedAmx on(true);
@@ -223,9 +224,9 @@ TEST(WeightLayout, AmxPacksAgainAfterAnotherKernelUsedTheScratch) {
             for (int m = 0; m < 3; ++m) {
                 std::vector<float> want(got[size_t(m)].size());
                 ops::matmul(ws[m], x.data(), want.data(), n_tokens, tp);
-                expect_same_bits(got[size_t(m)], want, n_out,
-                                 "matrix " + std::to_string(m) + " tokens " +
-                                     std::to_string(n_tokens));
+                expect_same_bits(
+                    got[size_t(m)], want, n_out,
+                    "matrix " + std::to_string(m) + " tokens " + std::to_string(n_tokens));
             }
         }
 }
