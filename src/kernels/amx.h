@@ -19,6 +19,11 @@
 // sequences, five alternating pairs, 1,005-1,064 tok/s against 932-1,038 (medians 1,049 / 963).
 // src/kernels/README.md has the figures.
 //
+// On by default means that a process on an AMX CPU asks Linux for the tile state (arch_prctl
+// ARCH_REQ_XCOMP_PERM) at its first batched product. Once granted, Linux refuses alternate
+// signal stacks smaller than the AMX signal frame (~11 KB, more than glibc's SIGSTKSZ): an
+// application that installs small sigaltstack()s should set TROUPE_AMX=0.
+//
 // The operands: an Interleaved16 group keeps its blocks' values back to back (scales first,
 // kernels/weight_layout.h), so blocks 2p and 2p + 1 are one 16 x 64-byte B tile (row j: the
 // 16 rows' 4 inputs of group j). The A tile has two rows a token, its block 2p values then 32
@@ -62,8 +67,9 @@ class ScopedAmx {
 // Tokens per call of gemv_q8_0_groups: two rows of a 16-row tile each.
 constexpr int kMaxTokens = 8;
 
-// Per-thread scratch of gemv_q8_0_groups for weights of n_blocks blocks a row (64-byte
-// aligned): the activations packed as the tiles' A operand.
+// Bytes of one pass's packed activations (pack's output, gemv_q8_0_groups' A operands) for
+// weights of n_blocks blocks a row: a multiple of 64. A caller keeps a region per pass of
+// kMaxTokens tokens (gemv_interleaved-inl.h).
 size_t scratch_bytes(int64_t n_blocks);
 
 // The tiles' A operands of T tokens, 1 <= T <= kMaxTokens, whose converted rows (l.type Q8_0)

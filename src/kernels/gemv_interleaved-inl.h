@@ -304,7 +304,8 @@ HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
     if (w.type == DType::Q8_0 && t1 - t0 >= kAmxMinTokens && kernels::amx::usable()) {
         const size_t pass_bytes = kernels::amx::scratch_bytes(l.n_blocks);
         const uint8_t* first = act + size_t(t0) * l.row_bytes;
-        const bool packed = stream.amx_packed == first && stream.amx_packed_tokens == t1 - t0;
+        const bool packed = stream.amx_packed == first && stream.amx_scratch == scratch &&
+                            stream.amx_packed_tokens == t1 - t0;
         for (int64_t t = t0; t < t1; t += kernels::amx::kMaxTokens) {
             const int n = int(std::min<int64_t>(t1 - t, kernels::amx::kMaxTokens));
             const uint8_t* rows = act + size_t(t) * l.row_bytes;
@@ -317,6 +318,7 @@ HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
                 n, y + t * w.n_out + o0, w.n_out, pass_scratch, stream.next, pf_end);
         }
         stream.amx_packed = first;
+        stream.amx_scratch = scratch;
         stream.amx_packed_tokens = int(t1 - t0);
         return;
     }

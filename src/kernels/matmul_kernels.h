@@ -24,12 +24,14 @@ constexpr int64_t kGemvMaxTokens = 3;
 // distance ahead of the rows they read), never at or past `end`. A thread that computes
 // consecutive rows keeps one cursor, so prefetching runs on across its row ranges.
 // amx_packed: the first activation row of the amx_packed_tokens tokens whose AMX operands
-// (kernels/amx.h) the thread's tile scratch holds, packed by an earlier task of the same call,
-// or null.
+// (kernels/amx.h) scratch amx_scratch holds, packed by an earlier task of the same call, or
+// null. A stream lives for one call: the activations must not change while it does (a caller
+// that keeps it longer clears amx_packed whenever they do).
 struct WeightStream {
     const uint8_t* next = nullptr;
     const uint8_t* end = nullptr;
     const uint8_t* amx_packed = nullptr;
+    const uint8_t* amx_scratch = nullptr;
     int amx_packed_tokens = 0;
 };
 
