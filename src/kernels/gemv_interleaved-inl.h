@@ -325,7 +325,6 @@ HWY_INLINE void GemvInterleaved(const ops::Weight& w, int64_t o0, int64_t o1,
 #else
     (void)scratch;
 #endif
-    stream.amx_packed = nullptr;  // the tag holds only from one AMX pass to the next
     // kI16BySlice targets take batches slice by slice (one token is bound by the weight
     // stream, and GemvI16Pass reads each line once).
     const bool by_slice = kI16BySlice && t1 - t0 > 1;
