@@ -16,6 +16,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/matmul_act.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/probes.h"
 #include "kernels/region.h"
@@ -281,6 +283,30 @@ void BM_RmsNorm(benchmark::State& state) {
     for (auto _ : state) ops::rms_norm(x.data(), w.data(), y.data(), 1, 576, 1e-5f);
 }
 BENCHMARK(BM_RmsNorm);
+
+// A token's conversion to 8-bit activations (Q8_0 blocks), as a product's convert step does
+// it: args n values, swiglu first (down's input) or not.
+void BM_ConvertQ8(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    const auto x = random_floats(size_t(n), 5), up = random_floats(size_t(n), 6);
+    std::vector<float> tmp(static_cast<size_t>(n));
+    const ops::ActLayout l = ops::act_layout(DType::Q8_0, n);
+    std::vector<uint8_t> act(l.row_bytes);
+    for (auto _ : state) {
+        const float* in = x.data();
+        if (state.range(1)) {
+            ops::swiglu(x.data(), up.data(), tmp.data(), n);
+            in = tmp.data();
+        }
+        ops::kern::quantize_act_rows(in, 0, 1, act.data(), l);
+        benchmark::DoNotOptimize(act.data());
+    }
+}
+BENCHMARK(BM_ConvertQ8)
+    ->Args({576, 0})
+    ->Args({1536, 0})
+    ->Args({1536, 1})
+    ->ArgNames({"n", "swiglu"});
 
 void BM_ReadBandwidth(benchmark::State& state) {
     for (auto _ : state) {

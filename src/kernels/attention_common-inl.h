@@ -41,28 +41,10 @@ constexpr bool kFewRegisters = HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4;
 constexpr float kMaxLag = 8.0f;
 
 // e^x for x <= 88 (the softmax's exponentials: x <= kMaxLag), 0 below -87 and for -inf
-// and NaN. Within 2 ulp of std::exp: x = n ln2 + r with |r| <= ln2/2, e^r by a polynomial
-// (hwy's Exp coefficients), 2^n from n's bits. About 15 instructions, two thirds of hwy's
-// Exp (which handles the whole range).
+// and NaN (ExpInRange, simd-inl.h).
 HWY_INLINE AV ExpSoftmax(AV x) {
     const AF df;
-    const hn::RebindToUnsigned<AF> du;
-    // t = round(x / ln2) + 127 in the low bits of a float near 1.5 * 2^23.
-    const AV magic = hn::Set(df, 12582912.0f + 127.0f);
-    const AV t = hn::MulAdd(x, hn::Set(df, 1.44269504088896341f), magic);
-    const AV n = hn::Sub(t, magic);
-    AV r = hn::MulAdd(n, hn::Set(df, -0.693145751953125f), x);
-    r = hn::MulAdd(n, hn::Set(df, -1.428606765330187045e-6f), r);
-    AV p = hn::Set(df, 0.000198527617612853646278381f);
-    p = hn::MulAdd(p, r, hn::Set(df, 0.00139304355252534151077271f));
-    p = hn::MulAdd(p, r, hn::Set(df, 0.00833336077630519866943359f));
-    p = hn::MulAdd(p, r, hn::Set(df, 0.0416664853692054748535156f));
-    p = hn::MulAdd(p, r, hn::Set(df, 0.166666671633720397949219f));
-    p = hn::MulAdd(p, r, hn::Set(df, 0.5f));
-    p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
-    p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
-    const AV scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::BitCast(du, t)));  // 2^n
-    return hn::IfThenElseZero(hn::Gt(x, hn::Set(df, -87.0f)), hn::Mul(p, scale));
+    return hn::IfThenElseZero(hn::Gt(x, hn::Set(df, -87.0f)), ExpInRange(df, x));
 }
 
 // The canonical arithmetic. A query vector's result must not depend on the path that computes

