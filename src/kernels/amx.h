@@ -21,7 +21,7 @@
 //
 // On by default means that a process on an AMX CPU asks Linux for the tile state (arch_prctl
 // ARCH_REQ_XCOMP_PERM) at its first batched product. Once granted, Linux refuses alternate
-// signal stacks smaller than the AMX signal frame (~11 KB, more than glibc's SIGSTKSZ): an
+// signal stacks smaller than the signal frame, which then carries the 8 KiB of tile data: an
 // application that installs small sigaltstack()s should set TROUPE_AMX=0.
 //
 // The operands: an Interleaved16 group keeps its blocks' values back to back (scales first,

@@ -146,12 +146,11 @@ HWY_INLINE bool HasDotBf16() {
 }
 
 // s[i * kStepKeys + (v0 + v) * N + lane] = scores of kQ query vectors (q: rows hd_pad apart,
-// scaled; kPad: hd_pad when known at compile time, else 0) and the key vectors v0 .. v0 + kV -
-// 1; dimension d of key vector v at kp[v] + d * stride.
-template <int kQ, size_t kV, size_t kPad, class T>
+// scaled) and the key vectors v0 .. v0 + kV - 1; dimension d of key vector v at
+// kp[v] + d * stride.
+template <int kQ, size_t kV, class T>
 HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const T* const* kp,
                           size_t stride, size_t v0, float* HWY_RESTRICT s, LinePrefetcher& pf) {
-    if constexpr (kPad != 0) hd_pad = kPad;
     if constexpr (std::is_same_v<T, Bf16>) {
         ScoreTilePairs<kQ, kV>(q, hd_pad, hd, kp, stride, v0, s, pf);
     } else if constexpr (std::is_same_v<T, Bf16Dot>) {
@@ -189,20 +188,20 @@ HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd,
 
 // Scores of kQ query vectors and the first n_vecs key vectors of the step (kt[v]: key vector
 // v, dimensions `stride` elements apart), in register tiles of up to kScoreVecs key vectors.
-template <int kQ, size_t kPad, class T>
+template <int kQ, class T>
 HWY_INLINE void Scores(const float* HWY_RESTRICT q, size_t hd_pad, size_t hd, const T* const* kt,
                        size_t stride, size_t n_vecs, float* HWY_RESTRICT s, LinePrefetcher& pf) {
     constexpr size_t kVecs = TileVecs<kQ>();
     size_t v0 = 0;
     for (; v0 + kVecs <= n_vecs; v0 += kVecs)
-        ScoreTile<kQ, kVecs, kPad>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
+        ScoreTile<kQ, kVecs>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
     if constexpr (kVecs > 2) {
         if (v0 + 2 <= n_vecs) {
-            ScoreTile<kQ, 2, kPad>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
+            ScoreTile<kQ, 2>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
             v0 += 2;
         }
     }
-    if (v0 < n_vecs) ScoreTile<kQ, 1, kPad>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
+    if (v0 < n_vecs) ScoreTile<kQ, 1>(q, hd_pad, hd, kt + v0, stride, v0, s, pf);
 }
 
 // State of a task's query vectors between steps: the partial states (ops::kAttnState*
@@ -399,10 +398,12 @@ HWY_INLINE void TileStep(const float* HWY_RESTRICT q, const int32_t* qpos, const
     if (max_vis <= 0) return;  // the whole step is in the tile's future
     const size_t n_vecs = (size_t(max_vis) + N - 1) / N;
     // With whole vectors of the head (kChunks > 0, head_dim == hd_pad) on a fixed-width target,
-    // the query rows' stride as a constant: the tile's broadcasts then address all kQ rows
-    // from one register (with hd_pad a variable, GCC kept a pointer per row and spilled some).
+    // the query rows' stride as a constant (the calls below are inlined): the tile's broadcasts
+    // then address all kQ rows from one register (with hd_pad a variable, GCC kept a pointer
+    // per row and spilled some).
     constexpr size_t kPad = HWY_HAVE_SCALABLE ? 0 : kChunks * hn::MaxLanes(AF());
-    Scores<kQ, kPad>(q + size_t(i0) * hd_pad, hd_pad, hd, kt, stride, n_vecs, s, pf);
+    const size_t q_stride = kPad ? kPad : hd_pad;
+    Scores<kQ>(q + size_t(i0) * q_stride, q_stride, hd, kt, stride, n_vecs, s, pf);
     constexpr bool kDot = kDotValues<TV, kChunks>;
     for (int i = 0; i < kQ; ++i)
         SoftmaxRow<kIsBf16<TV> && !kDot>(st, i0 + i, s + size_t(i) * kStepKeys, n_vecs, vis[i],
