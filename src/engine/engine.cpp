@@ -123,7 +123,8 @@ void Engine::build_batch(const ScheduledBatch& sb) {
     for (const ScheduledSeq& s : sb.seqs) {
         const auto toks = s.tokens();
         batch_.tokens.insert(batch_.tokens.end(), toks.begin(), toks.end());
-        batch_.seqs.push_back({s.block_table(), s.first_pos, s.n_tokens, s.needs_sample ? 1 : 0});
+        batch_.seqs.push_back(
+            {s.block_table(), s.first_pos, s.n_tokens, s.needs_sample ? 1 : 0, s.n_kv_present});
     }
 }
 

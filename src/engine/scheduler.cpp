@@ -154,20 +154,30 @@ Scheduler::Admit Scheduler::try_admit(Sequence* seq, StepState& step) {
     if (step.budget <= 0) return Admit::Blocked;
     const kv::PrefixMatch match = blocks_.match_prefix(seq->tokens, seq->request.cache_namespace);
     if (match.next_in_flight) return Admit::Deferred;
-    const int n_cached = match.n_tokens(blocks_.block_size());
-    const int n = std::min(int(seq->tokens.size()) - n_cached, step.budget);
+    const int first = first_to_compute(*seq, match);
+    const int n = std::min(int(seq->tokens.size()) - first, step.budget);
     const bool has_room =
-        int(running_.size()) < step.max_seqs && blocks_.can_admit(match, n_cached + n);
+        int(running_.size()) < step.max_seqs && blocks_.can_admit(match, first + n);
     if (!has_room && !preempt_for(seq, match, step)) return Admit::Blocked;
-    start_running(seq, match, std::min(int(seq->tokens.size()) - n_cached, step.budget), step);
+    start_running(seq, match, std::min(int(seq->tokens.size()) - first, step.budget), step);
     return Admit::Started;
+}
+
+int Scheduler::n_cached(const kv::PrefixMatch& match) const {
+    return match.n_tokens(blocks_.block_size());
+}
+
+// The first token a sequence admitted with `match` computes: the one after the hits, or its
+// last token when the hits hold them all (its logits are needed; its K/V are in the last hit).
+int Scheduler::first_to_compute(const Sequence& seq, const kv::PrefixMatch& match) const {
+    return std::min(n_cached(match), int(seq.tokens.size()) - 1);
 }
 
 // Pre-empts the fewest running sequences of lower priority than `seq`, least important first,
 // that make room for its first chunk; pre-empts nobody when even all of them would not.
 bool Scheduler::preempt_for(Sequence* seq, const kv::PrefixMatch& match, StepState& step) {
-    const int n_cached = match.n_tokens(blocks_.block_size());
-    const int n_remaining = int(seq->tokens.size()) - n_cached;
+    const int first = first_to_compute(*seq, match);
+    const int n_remaining = int(seq->tokens.size()) - first;
     const kv::BlockPool& pool = blocks_.pool();
     std::unordered_map<int32_t, int> dropped;  // block -> references the victims hold
     int n_freed = 0, budget = step.budget, n_victims = 0;
@@ -180,7 +190,7 @@ bool Scheduler::preempt_for(Sequence* seq, const kv::PrefixMatch& match, StepSta
         for (const ScheduledSeq& s : step.batch.seqs)
             if (s.seq == victim) budget += s.n_tokens;
         const int n = std::min(n_remaining, budget);
-        int n_needed = std::max(0, blocks_.n_blocks_for(n_cached + n) - int(match.blocks.size()));
+        int n_needed = std::max(0, blocks_.n_blocks_for(first + n) - int(match.blocks.size()));
         for (int32_t b : match.blocks)
             if (pool.ref_count(b) == (dropped.count(b) ? dropped[b] : 0)) ++n_needed;
         const bool fits = n >= 1 && int(running_.size()) - n_victims < step.max_seqs &&
@@ -213,24 +223,24 @@ void Scheduler::preempt(Sequence* seq, StepState& step) {
 
 void Scheduler::start_running(Sequence* seq, const kv::PrefixMatch& match, int n_tokens,
                               StepState& step) {
-    const int n_cached = match.n_tokens(blocks_.block_size());
+    const int n_hit = n_cached(match), first = first_to_compute(*seq, match);
     const bool ok = blocks_.admit(seq->kv, seq->tokens, seq->request.cache_namespace, match,
-                                  n_cached + n_tokens);
+                                  first + n_tokens);
     TROUPE_CHECK(ok);
     waiting_.erase(seq);
     seq->status = SeqStatus::Running;
     seq->start = ++n_starts_;
-    seq->n_computed_tokens = n_cached;
+    seq->n_computed_tokens = first;
     running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, more_important), seq);
     if (seq->first_scheduled_ms < 0) {  // first admission: the request's own figures
         seq->first_scheduled_ms = step.now_ms;
         seq->stats.queue_ms = step.now_ms - seq->submit_ms;
-        seq->stats.cached_tokens = std::min(n_cached, seq->n_prompt_tokens);
+        seq->stats.cached_tokens = std::min(n_hit, seq->n_prompt_tokens);
         totals_.prompt_tokens += uint64_t(seq->n_prompt_tokens);
         totals_.cached_tokens += uint64_t(seq->stats.cached_tokens);
     }
-    step.batch.seqs.push_back(
-        {seq, seq->id, n_cached, n_tokens, n_cached + n_tokens == int(seq->tokens.size())});
+    step.batch.seqs.push_back({seq, seq->id, first, n_tokens,
+                               first + n_tokens == int(seq->tokens.size()), n_hit - first});
     step.budget -= n_tokens;
 }
 

@@ -30,8 +30,9 @@
 //     ScheduledBatch batch = sched.schedule(now_ms());
 //     for (const ScheduledSeq& s : batch.seqs) {
 //         // compute tokens s.tokens() at positions s.first_pos .. s.first_pos + s.n_tokens - 1,
-//         // writing their K/V through s.block_table(); if s.needs_sample, sample a token from
-//         // the logits of its last row into sampled[i] (ignored otherwise)
+//         // writing their K/V through s.block_table() (except the first s.n_kv_present, whose
+//         // K/V are there already); if s.needs_sample, sample a token from the logits of its
+//         // last row into sampled[i] (ignored otherwise)
 //     }
 //     sched.postprocess(batch, sampled, now_ms());
 //     for (auto& seq : sched.take_finished()) ...report seq->id, seq->tokens, seq->stats...
@@ -77,6 +78,10 @@ struct ScheduledSeq {
     int first_pos = 0;          // == seq->n_computed_tokens when scheduled
     int n_tokens = 0;           // >= 1: tokens [first_pos, first_pos + n_tokens) are computed
     bool needs_sample = false;  // the chunk ends at the last known token: sample the next one
+    // Its first tokens whose K/V are in the cache already: a prompt found whole in the prefix
+    // cache computes its last token again for the logits, reading that token's K/V from the
+    // (shared) last block instead of storing them (0 or 1).
+    int n_kv_present = 0;
 
     std::span<const int32_t> tokens() const {
         return {seq->tokens.data() + first_pos, size_t(n_tokens)};
@@ -154,6 +159,8 @@ class Scheduler {
     void schedule_running(Sequence* seq, StepState& step);
     Admit try_admit(Sequence* seq, StepState& step);
     bool preempt_for(Sequence* seq, const kv::PrefixMatch& match, StepState& step);
+    int n_cached(const kv::PrefixMatch& match) const;  // tokens the hits hold
+    int first_to_compute(const Sequence& seq, const kv::PrefixMatch& match) const;
     void preempt(Sequence* seq, StepState& step);
     void start_running(Sequence* seq, const kv::PrefixMatch& match, int n_tokens, StepState& step);
     void finish_sequence(Sequence* seq, FinishReason reason, double now_ms);

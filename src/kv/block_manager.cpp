@@ -21,7 +21,7 @@ PrefixMatch BlockManager::match_prefix(std::span<const int32_t> tokens, std::str
     PrefixMatch match;
     if (!enable_caching_ || tokens.empty()) return match;
     const uint64_t seed = PrefixCache::namespace_seed(ns);
-    const size_t max_blocks = (tokens.size() - 1) / size_t(block_size_);
+    const size_t max_blocks = tokens.size() / size_t(block_size_);
     BlockHash parent_hash = 0;
     int parent = -1;
     for (size_t i = 0; i < max_blocks; ++i) {

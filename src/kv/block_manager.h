@@ -102,10 +102,11 @@ class BlockManager {
     int n_blocks_for(int n_tokens) const { return (n_tokens + block_size_ - 1) / block_size_; }
     const BlockPool& pool() const { return pool_; }
 
-    // The longest run of cached blocks equal to the start of `tokens` in namespace ns, leaving
-    // at least the last token to compute (its logits are needed): at most
-    // (tokens.size() - 1) / block_size blocks. Takes no references; valid until the next
-    // call that changes the manager.
+    // The longest run of cached blocks equal to the start of `tokens` in namespace ns: at most
+    // tokens.size() / block_size blocks, so it may hold every token (the scheduler then
+    // computes the last one again for its logits, reading its K/V from the last block instead
+    // of storing them). Takes no references; valid until the next call that changes the
+    // manager.
     PrefixMatch match_prefix(std::span<const int32_t> tokens, std::string_view ns) const;
 
     // Blocks admit() would take from the free queue to give an empty sequence with this match

@@ -15,11 +15,16 @@ struct BatchSeq {
     int32_t first_pos = 0;  // position of the sequence's first token in this batch
     int32_t n_tokens = 0;   // its tokens in Batch::tokens (contiguous, in sequence order)
     int32_t n_logits = 0;   // logits wanted for its last n_logits tokens (0 .. n_tokens)
+    // Its first n_kv_present tokens (0 .. n_tokens) already have their K/V in the cache (a
+    // prompt found whole in the prefix cache, its last token computed again for the logits):
+    // they are computed but their K/V are not stored (the blocks may be shared).
+    int32_t n_kv_present = 0;
 };
 
 // Contract: the tokens of seqs[0] come first in `tokens`, then those of seqs[1], ...; the
-// KV of positions [0, first_pos) of every sequence is already in the cache. A physical block
-// written by this batch (positions >= first_pos) belongs to one sequence only.
+// KV of positions [0, first_pos + n_kv_present) of every sequence is already in the cache. A
+// physical block written by this batch (positions >= first_pos + n_kv_present) belongs to one
+// sequence only.
 struct Batch {
     std::vector<int32_t> tokens;  // [n_tokens]
     std::vector<BatchSeq> seqs;

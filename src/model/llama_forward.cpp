@@ -37,10 +37,13 @@ void prepare(const HParams& hp, const Batch& batch, const std::vector<float>& ro
     grow(ws.out, n_out * hp.n_embd);
     ws.pos.resize(n);
     ws.attn_seqs.resize(batch.seqs.size());
+    ws.kv_present.resize(batch.seqs.size());
     size_t t = 0;
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
         const BatchSeq& bs = batch.seqs[s];
-        TROUPE_CHECK(bs.n_tokens >= 0 && bs.n_logits >= 0 && bs.n_logits <= bs.n_tokens);
+        TROUPE_CHECK(bs.n_tokens >= 0 && bs.n_logits >= 0 && bs.n_logits <= bs.n_tokens &&
+                     bs.n_kv_present >= 0 && bs.n_kv_present <= bs.n_tokens);
+        ws.kv_present[s] = bs.n_kv_present;
         ws.attn_seqs[s] = {bs.block_table.data(), bs.first_pos, bs.n_tokens,
                            ws.q.data() + t * hp.n_embd_q(), ws.attn.data() + t * hp.n_embd_q()};
         for (int32_t i = 0; i < bs.n_tokens; ++i) ws.pos[t++] = bs.first_pos + i;
@@ -102,10 +105,12 @@ struct QkvEpilogue {
     // Requests the lines that rows [o0, o1) of K (m = 1) or V (m = 2) will write.
     void prefetch(int m, int64_t o0, int64_t o1) const {
         size_t t = 0;
-        for (const ops::AttentionSeq& s : ws.attn_seqs) {
-            if (s.n_q <= kPrefetchRows)
+        for (size_t i = 0; i < ws.attn_seqs.size(); ++i) {
+            const ops::AttentionSeq& s = ws.attn_seqs[i];
+            const int skip = ws.kv_present[i];  // K/V already in the cache: not stored
+            if (s.n_q - skip > 0 && s.n_q - skip <= kPrefetchRows)
                 ops::prefetch_kv_store_cols(kv, m == 2, int(o0), int(o1), s.block_table,
-                                            ws.pos.data() + t, s.n_q);
+                                            ws.pos.data() + t + size_t(skip), s.n_q - skip);
             t += size_t(s.n_q);
         }
     }
@@ -123,9 +128,13 @@ struct QkvEpilogue {
                                      e.ws.rope_pairs.data() + t * 2 * n_rot, e.hp.head_dim, e.rope);
         if (m == 0) return;
         size_t t = 0;
-        for (const ops::AttentionSeq& s : e.ws.attn_seqs) {
-            ops::kv_store_cols(e.kv, m == 2, int(o0), int(o1), s.block_table, e.ws.pos.data() + t,
-                               y + int64_t(t) * w, s.n_q);
+        for (size_t i = 0; i < e.ws.attn_seqs.size(); ++i) {
+            const ops::AttentionSeq& s = e.ws.attn_seqs[i];
+            const size_t skip = size_t(e.ws.kv_present[i]);  // K/V already in the cache
+            if (size_t(s.n_q) > skip)
+                ops::kv_store_cols(e.kv, m == 2, int(o0), int(o1), s.block_table,
+                                   e.ws.pos.data() + t + skip, y + int64_t(t + skip) * w,
+                                   s.n_q - int(skip));
             t += size_t(s.n_q);
         }
     }

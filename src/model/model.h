@@ -39,6 +39,7 @@ struct ForwardWorkspace {
     std::vector<float> rope_pairs;  // [n_tokens, 2 n_rot] ops::rope_pair_table of rope (Norm)
     std::vector<int32_t> pos;  // [n_tokens]
     std::vector<ops::AttentionSeq> attn_seqs;  // [n_seqs]
+    std::vector<int32_t> kv_present;           // [n_seqs] BatchSeq::n_kv_present: not stored
     ops::AttentionPlan attn_plan;              // the same for every layer of a pass
     // The last layer's attention when some but not all rows want logits (else out_seqs is
     // empty and out_plan stale): their queries q_out -> the first rows of attn.

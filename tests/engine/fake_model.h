@@ -34,7 +34,10 @@ class FakeModel {
                 return who + "needs_sample wrong";
             if (int(s.block_table().size()) * block_size_ < s.first_pos + s.n_tokens)
                 return who + "block table too short";
-            for (int p = 0; p < s.first_pos; ++p) {
+            if (s.n_kv_present < 0 || s.n_kv_present > s.n_tokens)
+                return who + "bad n_kv_present";
+            // Tokens with their K/V present (a whole-prompt hit's last token) are read too.
+            for (int p = 0; p < s.first_pos + s.n_kv_present; ++p) {
                 const Slot& slot = slot_of(s, p);
                 if (slot.pos != p || slot.token != seq.tokens[size_t(p)] ||
                     slot.ns != seq.request.cache_namespace)
@@ -44,7 +47,7 @@ class FakeModel {
         }
         if (n_tokens != batch.n_tokens) return "batch token count is wrong";
         for (const ScheduledSeq& s : batch.seqs) {
-            for (int p = s.first_pos; p < s.first_pos + s.n_tokens; ++p) {
+            for (int p = s.first_pos + s.n_kv_present; p < s.first_pos + s.n_tokens; ++p) {
                 const int block = s.block_table()[size_t(p / block_size_)];
                 if (bm.pool().ref_count(block) != 1)
                     return "request " + std::to_string(s.id) + " writes shared block " +

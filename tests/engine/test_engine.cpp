@@ -156,6 +156,44 @@ TEST(Engine, GreedyOutputIsTheSameBatchedOnABf16Cache) {
     check_greedy_same_batched(DType::BF16);
 }
 
+// Agents given one whole prompt whose length is a multiple of the block size share all its
+// blocks, the last one too: the first computes the prompt, the others find it whole in the
+// cache and compute only its last token again, for the logits (its K/V read from the shared
+// block). Their greedy outputs are the prompt's alone.
+TEST(Engine, AWholeCachedPromptIsSharedToItsLastBlock) {
+    const std::string text = agent_prompts()[0];
+    std::vector<int32_t> prompt = bundled_model().tokenizer().tokenize(text, true, false);
+    ASSERT_GE(prompt.size(), 64u);
+    prompt.resize(64);  // four whole blocks of 16
+    const auto request = [&] {
+        Request r = greedy("", 12);
+        r.prompt = prompt;
+        return r;
+    };
+    RequestOutput ref;
+    {
+        EngineConfig c = small_config();
+        c.enable_prefix_caching = false;
+        Engine e(bundled_model(), c);
+        e.submit(request());
+        ref = std::move(e.run_until_done().at(0));
+    }
+    Engine e(bundled_model(), small_config());
+    for (int i = 0; i < 4; ++i) e.submit(request());  // submitted together
+    const std::vector<RequestOutput> together = e.run_until_done();
+    e.submit(request());  // and one more later
+    const std::vector<RequestOutput> later = e.run_until_done();
+    int n_whole = 0;
+    for (const RequestOutput& o : together) {
+        compare_greedy(ref, o, "request " + std::to_string(o.id));
+        n_whole += o.stats.cached_tokens == 64;
+    }
+    EXPECT_EQ(n_whole, 3);  // all but the first
+    compare_greedy(ref, later.at(0), "later request");
+    EXPECT_EQ(later.at(0).stats.cached_tokens, 64);
+    EXPECT_EQ(e.stats().blocks_used, 0);
+}
+
 TEST(Engine, PreemptionAndCancellationKeepOutputsExactAndAccountingClean) {
     const auto prompts = agent_prompts();
     const auto ref = run_alone(prompts, 40);

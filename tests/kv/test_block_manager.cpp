@@ -73,16 +73,30 @@ TEST(BlockManager, SharesFullBlocksOfTheSamePrefix) {
     EXPECT_EQ(check(bm, {&a, &b}), "");
 }
 
-TEST(BlockManager, LastTokenIsAlwaysComputed) {
+// A prompt found whole shares every block, the last one too (the scheduler computes its last
+// token again for the logits, reading that token's K/V from the shared block): admitting it
+// takes no block, not even a copy. Its first generated token goes to a new block of its own.
+TEST(BlockManager, WholePromptHits) {
     BlockManager bm(config(16));
     SeqKv a, b;
     const Tokens t = range(1, 8);  // exactly two blocks
     prefill(bm, a, t, "");
     const PrefixMatch m = bm.match_prefix(t, "");
-    EXPECT_EQ(m.blocks.size(), 1u);  // not both: the logits of token 8 are needed
-    EXPECT_EQ(prefill(bm, b, t, ""), 4);
+    EXPECT_EQ(m.blocks.size(), 2u);
+    EXPECT_EQ(bm.n_blocks_to_admit(m, 8), 0);
+    const int n_free = bm.n_free_blocks();
+    EXPECT_EQ(prefill(bm, b, t, ""), 8);
+    EXPECT_EQ(bm.n_free_blocks(), n_free);
+    EXPECT_EQ(b.blocks, a.blocks);
+    EXPECT_EQ(bm.pool().ref_count(a.blocks[1]), 2);
+    const Tokens next = concat(t, {42});
+    EXPECT_EQ(bm.n_blocks_to_allocate(b, 8, 9), 1);
+    ASSERT_TRUE(bm.allocate_slots(b, next, 8, 9));
+    EXPECT_EQ(bm.pool().ref_count(b.blocks[2]), 1);
+    EXPECT_EQ(bm.stats().n_cow_copies, 0u);
     EXPECT_EQ(bm.match_prefix(range(1, 9), "").blocks.size(), 2u);
-    EXPECT_EQ(bm.match_prefix(range(1, 1), "").blocks.size(), 0u);
+    EXPECT_EQ(bm.match_prefix(range(1, 3), "").blocks.size(), 0u);
+    EXPECT_EQ(check(bm, {&a, &b}), "");
 }
 
 TEST(BlockManager, NamespacesNeverShare) {
@@ -342,7 +356,7 @@ TEST(BlockManager, InFlightBlocksAreVisible) {
     EXPECT_FALSE(m2.next_in_flight);  // the third block is not allocated yet
     ASSERT_TRUE(bm.allocate_slots(a, t, 8, 12));
     EXPECT_TRUE(bm.match_prefix(longer, "x").next_in_flight);
-    EXPECT_FALSE(bm.match_prefix(t, "x").next_in_flight);  // (12 - 1) / 4 = 2 blocks at most
+    EXPECT_TRUE(bm.match_prefix(t, "x").next_in_flight);  // its third block, though its last
     bm.free(a);  // freed before its step was committed: nothing stays in flight
     EXPECT_FALSE(bm.match_prefix(longer, "x").next_in_flight);
     EXPECT_EQ(check(bm, {}), "");

@@ -137,6 +137,44 @@ TEST(Forward, PrefillChunksWithoutLogitsStoreTheSameKv) {
     EXPECT_TRUE(same_bits(got, want));
 }
 
+// A prompt found whole in the prefix cache computes its last token again for the logits
+// (BatchSeq::n_kv_present): they are the bits of the pass that stored the prompt, and the K/V
+// of that token are read from the cache, never stored (its block may be shared). Checked by
+// giving the cache another token's K/V at that position: the logits follow them, and the
+// cache keeps them.
+TEST(Forward, TokensWithTheirKvPresentAreNotStored) {
+    const Model& m = tiny();
+    const int nv = m.hparams().n_vocab;
+    ThreadPool pool(2);
+    const std::vector<int32_t> prompt = some_tokens(48, 7);  // three whole blocks
+    SequenceKv kv(m.hparams(), 64);
+    ForwardWorkspace ws;
+    const std::vector<int32_t> blocks = kv.block_table;
+    const std::vector<float> stored = run(m, kv, {{prompt, 0, 1, blocks}}, false, pool, ws);
+    const auto last_again = [&] {
+        Batch b;
+        b.tokens = {prompt.back()};
+        b.seqs = {{blocks, 47, 1, 1, 1}};
+        std::vector<float> logits(static_cast<size_t>(nv));
+        m.forward(b, kv.views, ws, &pool, logits.data());
+        return logits;
+    };
+    EXPECT_TRUE(same_bits(last_again(), stored));
+
+    run(m, kv, {{{prompt.back() + 1}, 47, 0, blocks}}, false, pool, ws);  // other K/V at 47
+    const auto bytes = [&] {
+        std::vector<uint8_t> all;
+        for (int i = 0; i < kv.storage.geometry().pieces_per_block(); ++i) {
+            const uint8_t* p = kv.storage.piece(2, i);  // the block holding position 47
+            all.insert(all.end(), p, p + kv.storage.geometry().head_bytes());
+        }
+        return all;
+    };
+    const std::vector<uint8_t> before = bytes();
+    EXPECT_FALSE(same_bits(last_again(), stored));
+    EXPECT_EQ(bytes(), before);
+}
+
 TEST(Forward, BatchedDecodeGivesTheBitsOfDecodeAlone) {
     int n_models = 0;
     for (const char* file : {"troupe-tiny-q8_0.gguf", "troupe-tiny-q4_0.gguf",
