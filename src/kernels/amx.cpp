@@ -153,6 +153,17 @@ TROUPE_AMX_TARGET inline void scale_block(const int32_t (*sums)[16], int h, cons
     }
 }
 
+// Requests the lines from pf up to `to` into L2 (prefetch_stream) and leaves pf there (or
+// just past it): in steady state a step's 1 KiB, 16 lines without a bound check each.
+inline void prefetch_up_to(const uint8_t*& pf, const uint8_t* to) {
+    while (to - pf >= 1024) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) prefetch_stream(pf + 64 * i);
+        pf += 1024;
+    }
+    for (; pf < to; pf += 64) prefetch_stream(pf);
+}
+
 // Stored sums are read kLag pairs after their TILESTORED, from a ring of kRing slots: a
 // vector load of a tile store's bytes waits until the store has left the core, so reading
 // them at once would serialise the tile unit and the scaling.
@@ -164,50 +175,52 @@ static_assert(kLag < kRing);
 // block uses tmm7 and tmm6), stores pair s - 1's sums (tile Cprev) to its ring slot, and
 // scales pair s - 1 - kLag's sums (pair p_e of group g_e) into the accumulators, which go to
 // y after a group's last pair. The counters advance by one each step (no divisions).
-#define TROUPE_AMX_STEP(C, A, B, Cprev)                                                   \
-    do {                                                                                  \
-        if (s < S) {                                                                      \
-            const uint8_t* vals = base + size_t(g_i) * group_bytes +                      \
-                                  ops::interleaved_values_at(DType::Q8_0, n, 2 * p_i);    \
-            const uint8_t* want = vals + 2 * kValues + kStreamPrefetchBytes;              \
-            for (; pf < want && pf < pf_end; pf += 64) prefetch_stream(pf);               \
-            const uint8_t* a = packed + size_t(p_i) * size_t(2 * T) * 64;                 \
-            _tile_zero(C);                                                                \
-            if (2 * p_i + 1 < n) {                                                        \
-                _tile_loadd(A, a, 64);                                                    \
-                _tile_loadd(B, vals, 64);                                                 \
-                _tile_dpbssd(C, A, B);                                                    \
-            } else {                                                                      \
-                _tile_loadd(7, a, 64);                                                    \
-                _tile_loadd(6, vals, 64);                                                 \
-                _tile_dpbssd(C, 7, 6);                                                    \
-            }                                                                             \
-            if (++p_i == P) p_i = 0, ++g_i;                                               \
-        }                                                                                 \
-        if (s >= 1 && s <= S) _tile_stored(Cprev, ring[(s - 1) % kRing], 64);             \
-        if (s - 1 - kLag >= 0 && s - 1 - kLag < S) {                                      \
-            const uint8_t* grp = base + size_t(g_e) * group_bytes;                        \
-            for (int h = 0; h < 2 && 2 * p_e + h < n; ++h) {                              \
-                const int64_t k = 2 * p_e + h;                                            \
-                scale_block<T>(ring[(s - 1 - kLag) % kRing], h,                           \
-                               grp + ops::interleaved_scales_at(k), act, l.row_bytes,     \
-                               l.scale_offset + size_t(k) * 4, acc);                      \
-            }                                                                             \
-            if (++p_e == P) {                                                             \
-                float* yg = y + g_e * ops::kInterleaveRows;                               \
-                _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {                     \
-                    _mm512_storeu_ps(yg + t * ldy, acc[t]);                               \
-                    acc[t] = _mm512_setzero_ps();                                         \
-                }                                                                         \
-                p_e = 0, ++g_e;                                                           \
-            }                                                                             \
-        }                                                                                 \
+#define TROUPE_AMX_STEP(C, A, B, Cprev)                                                \
+    do {                                                                               \
+        if (s < S) {                                                                   \
+            const uint8_t* vals = base + size_t(g_i) * group_bytes +                   \
+                                  ops::interleaved_values_at(DType::Q8_0, n, 2 * p_i); \
+            const uint8_t* want = vals + 2 * kValues + kStreamPrefetchBytes;           \
+            prefetch_up_to(pf, want < pf_end ? want : pf_end);                         \
+            const uint8_t* a = packed + size_t(p_i) * size_t(2 * T) * 64;              \
+            _tile_zero(C);                                                             \
+            if (!kOdd || 2 * p_i + 1 < n) {                                            \
+                _tile_loadd(A, a, 64);                                                 \
+                _tile_loadd(B, vals, 64);                                              \
+                _tile_dpbssd(C, A, B);                                                 \
+            } else {                                                                   \
+                _tile_loadd(7, a, 64);                                                 \
+                _tile_loadd(6, vals, 64);                                              \
+                _tile_dpbssd(C, 7, 6);                                                 \
+            }                                                                          \
+            if (++p_i == P) p_i = 0, ++g_i;                                            \
+        }                                                                              \
+        if (s >= 1 && s <= S) _tile_stored(Cprev, ring[(s - 1) % kRing], 64);          \
+        if (s - 1 - kLag >= 0 && s - 1 - kLag < S) {                                   \
+            const uint8_t* grp = base + size_t(g_e) * group_bytes;                     \
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; ++h) {                      \
+                if (kOdd && 2 * p_e + h >= n) break;                                   \
+                const int64_t k = 2 * p_e + h;                                         \
+                scale_block<T>(ring[(s - 1 - kLag) % kRing], h,                        \
+                               grp + ops::interleaved_scales_at(k), act, l.row_bytes,  \
+                               l.scale_offset + size_t(k) * 4, acc);                   \
+            }                                                                          \
+            if (++p_e == P) {                                                          \
+                float* yg = y + g_e * ops::kInterleaveRows;                            \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {                  \
+                    _mm512_storeu_ps(yg + t * ldy, acc[t]);                            \
+                    acc[t] = _mm512_setzero_ps();                                      \
+                }                                                                      \
+                p_e = 0, ++g_e;                                                        \
+            }                                                                          \
+        }                                                                              \
     } while (0)
 
-template <int T>
+// kOdd: n_blocks is odd (the last pair of a group is a lone block).
+template <int T, bool kOdd>
 TROUPE_AMX_TARGET void groups_t(const uint8_t* w_data, size_t group_bytes, int64_t g0, int64_t g1,
-                                const uint8_t* act, const ops::ActLayout& l, float* y,
-                                int64_t ldy, const uint8_t* packed, const uint8_t*& pf_io,
+                                const uint8_t* act, const ops::ActLayout& l, float* y, int64_t ldy,
+                                const uint8_t* packed, const uint8_t*& pf_io,
                                 const uint8_t* pf_end) {
     alignas(64) int32_t ring[kRing][16][16];  // [slot][2 token + h][row]
     const int64_t n = l.n_blocks, P = (n + 1) / 2, S = (g1 - g0) * P;
@@ -254,9 +267,12 @@ void gemv_q8_0_groups(const uint8_t* w_data, size_t group_bytes, int64_t g0, int
     const TileConfig c = config_for(T);
     load_config(c);  // per call: the tile configuration is per thread
     switch (T) {
-#define TROUPE_AMX_CASE(n)                                                                  \
-    case n:                                                                                 \
-        groups_t<n>(w_data, group_bytes, g0, g1, act, l, y, ldy, packed, pf, pf_end);       \
+#define TROUPE_AMX_CASE(n)                                                                       \
+    case n:                                                                                      \
+        if (l.n_blocks % 2 != 0)                                                                 \
+            groups_t<n, true>(w_data, group_bytes, g0, g1, act, l, y, ldy, packed, pf, pf_end);  \
+        else                                                                                     \
+            groups_t<n, false>(w_data, group_bytes, g0, g1, act, l, y, ldy, packed, pf, pf_end); \
         break;
         TROUPE_AMX_CASE(1)
         TROUPE_AMX_CASE(2)
