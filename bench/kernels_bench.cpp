@@ -10,6 +10,7 @@
 // limits.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -175,6 +176,58 @@ BENCHMARK(BM_MatmulSequence)
     ->Args({8, 1, 576, 1536})
     ->ArgNames({"tokens", "resident", "n_out", "n_in"})
     ->UseRealTime();
+
+// The products of a forward pass of the 135M model's shape as the pass runs them: per layer
+// Q/K/V in one call (576, 192, 192 rows of 576), wo (576 x 576), gate and up in one call (1536
+// x 576 each) and down (576 x 1536), 30 layers of interleaved Q8_0 in one region (113 MB: the
+// model's weights less the output matrix, from the last-level cache or DRAM), each participant
+// prefetching its share of the next call while it waits. No attention, norms or residual:
+// bytes_per_second against the read probe is how close the products alone stream to it
+// (`troupe bench model` adds everything else).
+void BM_LayerProducts(benchmark::State& state) {
+    const int64_t n_tokens = state.range(0);
+    constexpr int kLayers = 30, kMats = 7;
+    constexpr int64_t kShape[kMats][2] = {{576, 576},  {192, 576},  {192, 576}, {576, 576},
+                                          {1536, 576}, {1536, 576}, {576, 1536}};  // n_out, n_in
+    size_t at[kMats + 1] = {};
+    for (int m = 0; m < kMats; ++m)
+        at[m + 1] = at[m] + row_bytes(DType::Q8_0, kShape[m][1]) * size_t(kShape[m][0]);
+    const size_t layer_bytes = at[kMats];
+    const LargeBuffer copies(layer_bytes * kLayers);
+    std::vector<std::array<ops::Weight, kMats>> layers(kLayers);
+    for (int m = 0; m < kMats; ++m) {
+        const int64_t n_out = kShape[m][0], n_in = kShape[m][1];
+        const size_t rb = row_bytes(DType::Q8_0, n_in);
+        const auto f = random_floats(size_t(n_in * n_out), uint32_t(7 + m));
+        std::vector<uint8_t> file(rb * size_t(n_out));
+        for (int64_t o = 0; o < n_out; ++o)
+            quantize_row(DType::Q8_0, f.data() + o * n_in, file.data() + size_t(o) * rb, n_in);
+        const ops::Weight w{DType::Q8_0, n_in, n_out, file.data(), rb};
+        for (int l = 0; l < kLayers; ++l)
+            layers[size_t(l)][size_t(m)] =
+                ops::interleave(w, copies.data() + size_t(l) * layer_bytes + at[m]);
+    }
+    const auto x = random_floats(size_t(1536 * n_tokens), 6);
+    std::vector<float> y[3];
+    for (auto& v : y) v.resize(size_t(1536 * n_tokens));
+    float* const ys[3] = {y[0].data(), y[1].data(), y[2].data()};
+    for (auto _ : state)
+        run_region(&pool(), [&](Region& r) {
+            for (int l = 0; l < kLayers; ++l) {
+                const auto& w = layers[size_t(l)];
+                ops::prefetch_next_matmul(r, &w[3], 1, n_tokens);
+                ops::matmul_many(r, &w[0], 3, {.x = x.data()}, ys, n_tokens);
+                ops::prefetch_next_matmul(r, &w[4], 2, n_tokens);
+                ops::matmul(r, w[3], {.x = x.data()}, ys[0], n_tokens);
+                ops::prefetch_next_matmul(r, &w[6], 1, n_tokens);
+                ops::matmul_many(r, &w[4], 2, {.x = x.data()}, ys, n_tokens);
+                ops::prefetch_next_matmul(r, &layers[size_t((l + 1) % kLayers)][0], 3, n_tokens);
+                ops::matmul(r, w[6], {.x = x.data()}, ys[0], n_tokens);
+            }
+        });
+    state.SetBytesProcessed(int64_t(state.iterations()) * kLayers * int64_t(layer_bytes));
+}
+BENCHMARK(BM_LayerProducts)->Arg(1)->Arg(8)->ArgName("tokens")->UseRealTime();
 
 // The engine's paged cache (kv::KvStorage; F16 or BF16) with the 135M model's shape (30 layers, 3
 // kv heads, head_dim 64, blocks of 16), copied past the working-set size like the weights: next()

@@ -189,13 +189,30 @@ void bench_probes(Context& c) {
     if (c.pool.size() > 1)
         say(c, "  core to core     threads 0 and 1: round trip %.0f ns [%.0f] (a barrier's cost)\n",
             c2c.median, c2c.best);
-    say(c, "\n");
-    c.out["probes"] = {{"read_gbs_1", bw1.median},           {"read_gbs_1_best", bw1.best},
-                       {"read_gbs_n", bwn.median},           {"read_gbs_n_best", bwn.best},
-                       {"fma_gflops_1", fma1.median},        {"fma_gflops_n", reps_ops.median},
-                       {"fma_gflops_n_best", reps_ops.best}, {"int8_gops_n", i8.median},
+    // Read bandwidth against the bytes read over and over: where it falls is how much the
+    // last-level cache keeps (on a shared cloud host, this VM's share of it). A model's weights
+    // below that stream at the cache's rate, and the KV cache read in the same pass can push
+    // them past it (src/kernels/README.md).
+    json by_size = json::array();
+    say(c, "  read bandwidth by working set, %d threads (best of %d):", c.pool.size(), reps);
+    for (const size_t mib : c.o.quick ? std::vector<size_t>{32, 256}
+                                      : std::vector<size_t>{16, 64, 128, 160, 192, 256, 512}) {
+        const double gbs = kernels::probe_read_bandwidth(&c.pool, mib << 20, reps).best;
+        say(c, "  %zu MiB %.1f", mib, gbs);
+        by_size.push_back({{"mib", mib}, {"gbs", gbs}});
+    }
+    say(c, " GB/s\n\n");
+    c.out["probes"] = {{"read_gbs_1", bw1.median},
+                       {"read_gbs_1_best", bw1.best},
+                       {"read_gbs_n", bwn.median},
+                       {"read_gbs_n_best", bwn.best},
+                       {"fma_gflops_1", fma1.median},
+                       {"fma_gflops_n", reps_ops.median},
+                       {"fma_gflops_n_best", reps_ops.best},
+                       {"int8_gops_n", i8.median},
                        {"core_to_core_ns", c2c.median},
-                       {"working_set_bytes", bytes}};
+                       {"working_set_bytes", bytes},
+                       {"read_gbs_n_by_working_set", by_size}};
 }
 
 void bench_pool(Context& c) {
