@@ -49,6 +49,16 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
     return v;
 }
 
+// n_out rows of n_in random values quantised to `type`, in the file layout.
+std::vector<uint8_t> random_rows(DType type, int64_t n_out, int64_t n_in, uint32_t seed) {
+    const size_t rb = row_bytes(type, n_in);
+    const auto f = random_floats(size_t(n_in) * size_t(n_out), seed);
+    std::vector<uint8_t> rows(rb * size_t(n_out));
+    for (int64_t o = 0; o < n_out; ++o)
+        quantize_row(type, f.data() + o * n_in, rows.data() + size_t(o) * rb, n_in);
+    return rows;
+}
+
 // One quantised matrix copied past the working-set size; next() cycles through the copies.
 class Weights {
   public:
@@ -58,11 +68,8 @@ class Weights {
         n_ =
             std::max<size_t>(2, (size_t(env_int("TROUPE_WORKING_SET_MB", 256)) << 20) / bytes_ + 1);
         data_ = LargeBuffer(bytes_ * n_);
-        const auto f = random_floats(size_t(n_in) * size_t(n_out), 1);
-        for (int64_t o = 0; o < n_out; ++o)
-            quantize_row(type, f.data() + o * n_in, data_.data() + size_t(o) * rb, n_in);
-        for (size_t c = 1; c < n_; ++c)
-            std::memcpy(data_.data() + c * bytes_, data_.data(), bytes_);
+        const std::vector<uint8_t> rows = random_rows(type, n_out, n_in, 1);
+        for (size_t c = 0; c < n_; ++c) std::memcpy(data_.data() + c * bytes_, rows.data(), bytes_);
         w_ = ops::Weight{type, n_in, n_out, data_.data(), rb};
     }
     ops::Weight next() {
@@ -142,10 +149,7 @@ void BM_MatmulSequence(benchmark::State& state) {
     constexpr int kMats = 134;
     const int64_t n_out = state.range(2), n_in = state.range(3);
     const size_t rb = row_bytes(DType::Q8_0, n_in), bytes = rb * size_t(n_out);
-    const auto f = random_floats(size_t(n_in * n_out), 5);
-    std::vector<uint8_t> file(bytes);
-    for (int64_t o = 0; o < n_out; ++o)
-        quantize_row(DType::Q8_0, f.data() + o * n_in, file.data() + size_t(o) * rb, n_in);
+    const std::vector<uint8_t> file = random_rows(DType::Q8_0, n_out, n_in, 5);
     const ops::Weight w{DType::Q8_0, n_in, n_out, file.data(), rb};
     const LargeBuffer copies(bytes * (resident ? 1 : kMats));
     std::vector<ops::Weight> ws;
@@ -197,12 +201,8 @@ void BM_LayerProducts(benchmark::State& state) {
     std::vector<std::array<ops::Weight, kMats>> layers(kLayers);
     for (int m = 0; m < kMats; ++m) {
         const int64_t n_out = kShape[m][0], n_in = kShape[m][1];
-        const size_t rb = row_bytes(DType::Q8_0, n_in);
-        const auto f = random_floats(size_t(n_in * n_out), uint32_t(7 + m));
-        std::vector<uint8_t> file(rb * size_t(n_out));
-        for (int64_t o = 0; o < n_out; ++o)
-            quantize_row(DType::Q8_0, f.data() + o * n_in, file.data() + size_t(o) * rb, n_in);
-        const ops::Weight w{DType::Q8_0, n_in, n_out, file.data(), rb};
+        const std::vector<uint8_t> file = random_rows(DType::Q8_0, n_out, n_in, uint32_t(7 + m));
+        const ops::Weight w{DType::Q8_0, n_in, n_out, file.data(), row_bytes(DType::Q8_0, n_in)};
         for (int l = 0; l < kLayers; ++l)
             layers[size_t(l)][size_t(m)] =
                 ops::interleave(w, copies.data() + size_t(l) * layer_bytes + at[m]);
