@@ -11,10 +11,12 @@
 #include <benchmark/benchmark.h>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul_act.h"
@@ -211,6 +213,7 @@ void BM_LayerProducts(benchmark::State& state) {
     std::vector<float> y[3];
     for (auto& v : y) v.resize(size_t(1536 * n_tokens));
     float* const ys[3] = {y[0].data(), y[1].data(), y[2].data()};
+    const auto t0 = std::chrono::steady_clock::now();
     for (auto _ : state)
         run_region(&pool(), [&](Region& r) {
             for (int l = 0; l < kLayers; ++l) {
@@ -225,7 +228,27 @@ void BM_LayerProducts(benchmark::State& state) {
                 ops::matmul(r, w[6], {.x = x.data()}, ys[0], n_tokens);
             }
         });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.SetBytesProcessed(int64_t(state.iterations()) * kLayers * int64_t(layer_bytes));
+    // The same bytes read by the weights probe right after, as one free-running read and with
+    // a barrier after each of the pass's steps (Q/K/V, wo, gate + up, down): the products'
+    // rate as a fraction of the first (what `troupe bench model` divides by), and how much of
+    // the gap the steps alone account for.
+    std::vector<kernels::ByteRange> steps;
+    for (int l = 0; l < kLayers; ++l) {
+        const uint8_t* base = copies.data() + size_t(l) * layer_bytes;
+        for (auto [m0, m1] : {std::pair{0, 3}, {3, 4}, {4, 6}, {6, 7}})
+            steps.push_back({base + at[m0], at[m1] - at[m0]});
+    }
+    const double free_gbps = kernels::probe_read_ranges(&pool(), steps, 5).best;
+    const double stepped_gbps = kernels::probe_read_ranges(&pool(), steps, 5, true).best;
+    state.counters["probe_GBps"] = free_gbps;
+    state.counters["stepped_probe_GBps"] = stepped_gbps;
+    const double products_gbps =
+        double(state.iterations()) * kLayers * double(layer_bytes) * 1e-9 / seconds;
+    state.counters["products_GBps"] = products_gbps;
+    state.counters["of_probe"] = products_gbps / free_gbps;
 }
 BENCHMARK(BM_LayerProducts)->Arg(1)->Arg(8)->ArgName("tokens")->UseRealTime();
 

@@ -210,7 +210,8 @@ ProbeResult probe_read_bandwidth(ThreadPool* pool, size_t bytes, int reps) {
     return rate_per_rep(pool, reps, read);
 }
 
-ProbeResult probe_read_ranges(ThreadPool* pool, const std::vector<ByteRange>& ranges, int reps) {
+ProbeResult probe_read_ranges(ThreadPool* pool, const std::vector<ByteRange>& ranges, int reps,
+                              bool stepped) {
     const int n_threads = pool ? pool->size() : 1;
     const auto sum = HWY_DYNAMIC_DISPATCH(ReadSum);
     constexpr size_t kVecBytes = 64 * 8;  // ReadSum reads whole groups of 8 vectors
@@ -224,10 +225,12 @@ ProbeResult probe_read_ranges(ThreadPool* pool, const std::vector<ByteRange>& ra
                 (begin + r.bytes * size_t(thread) / size_t(n_threads) + 63) / 64 * 64;
             const uintptr_t hi =
                 (begin + r.bytes * size_t(thread + 1) / size_t(n_threads)) / 64 * 64;
-            if (hi <= lo) continue;
-            const size_t n = (hi - lo) / kVecBytes * kVecBytes;
-            sink[size_t(thread)] += sum(reinterpret_cast<const float*>(lo), n / sizeof(float));
-            bytes += double(n);
+            const size_t n = hi > lo ? (hi - lo) / kVecBytes * kVecBytes : 0;
+            if (n > 0) {
+                sink[size_t(thread)] += sum(reinterpret_cast<const float*>(lo), n / sizeof(float));
+                bytes += double(n);
+            }
+            if (stepped && pool) pool->barrier();
         }
         return bytes;
     };

@@ -42,7 +42,11 @@ struct ByteRange {
     const void* data;
     size_t bytes;
 };
-ProbeResult probe_read_ranges(ThreadPool* pool, const std::vector<ByteRange>& ranges, int reps);
+// stepped: the threads meet at a barrier after every range, as a forward pass's threads do
+// after every product (the pass's step structure without its arithmetic: what the steps
+// alone cost against one free-running read).
+ProbeResult probe_read_ranges(ThreadPool* pool, const std::vector<ByteRange>& ranges, int reps,
+                              bool stepped = false);
 
 // GFLOP/s (a fused multiply-add counts 2) with all pool threads, `reps` repetitions.
 ProbeResult probe_fma(ThreadPool* pool, int reps);

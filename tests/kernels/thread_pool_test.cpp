@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -152,6 +153,35 @@ TEST(ThreadPool, CoreToCoreProbe) {
         EXPECT_GT(r.best, 0.0) << n << " threads";
         EXPECT_LE(r.best, r.median);
     }
+}
+
+// The read probe over byte ranges (what `troupe bench model` divides decode by), free-running
+// and stepped: positive rates on 1 to 3 threads, and the stepped form returns when some
+// threads' slices of a range are empty (ranges shorter than a thread's whole 512-byte groups):
+// every thread must still reach every range's barrier, or the probe hangs.
+TEST(ThreadPool, ReadRangesProbeFreeAndStepped) {
+    // Ranges at 64-byte aligned addresses: 1,050 bytes give 2 threads slices of 512 and 0
+    // whole groups, 1,600 bytes give 3 threads 512, 0 and 512.
+    std::vector<uint8_t> bytes(size_t(1) << 20, 1);
+    const auto aligned = [&](size_t at) {
+        const auto p = reinterpret_cast<uintptr_t>(bytes.data()) + at;
+        return reinterpret_cast<const uint8_t*>((p + 63) / 64 * 64);
+    };
+    std::vector<kernels::ByteRange> ranges;
+    size_t at = 0;
+    for (size_t len : {1050, 1600, 64, 300000, 1050, 1600, 8192, 1600}) {
+        ranges.push_back({aligned(at), len});
+        at += len + 64;
+    }
+    for (int n : {1, 2, 3}) {
+        ThreadPool pool(n);
+        for (bool stepped : {false, true}) {
+            const kernels::ProbeResult r = kernels::probe_read_ranges(&pool, ranges, 2, stepped);
+            EXPECT_GT(r.best, 0.0) << n << " threads, stepped " << stepped;
+            EXPECT_GE(r.best, r.median);
+        }
+    }
+    EXPECT_GT(kernels::probe_read_ranges(nullptr, ranges, 1, true).best, 0.0);
 }
 
 }  // namespace
